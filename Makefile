@@ -1,0 +1,102 @@
+# brokered — build, tests, sanitizer build, fuzz targets.
+#
+#   make                 release build in build/
+#   make san             ASan+UBSan build in build-san/
+#   make check           unit + end-to-end tests against build/ and build-san/
+#   make fuzz            libFuzzer targets in build-fuzz/ (clang)
+#   make format-check    clang-format on all sources
+#
+# Sources are picked up by wildcard: src/*.c and src/basic/*.c form the program, src/main.c holds
+# main(); tests/unit/test-*.c are unit tests linked with everything but main; fuzz/fuzz-*.c are
+# fuzz targets.
+
+CC      ?= cc
+PKGS    := libseccomp libcrypto
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lseccomp -lcrypto)
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wformat-security -Wstrict-prototypes \
+	-Wmissing-prototypes -Wmissing-declarations -Wpointer-arith -Wcast-align -Wvla \
+	-Wimplicit-fallthrough -Wundef -Wwrite-strings -Wnull-dereference -Wold-style-definition \
+	-Wredundant-decls -Wswitch-enum -Wno-switch-enum -Werror=return-type -Wdate-time \
+	-Wnested-externs -Wstrict-overflow=2 -Wno-unused-parameter
+BASE_CFLAGS := -std=gnu17 -g -D_GNU_SOURCE -fno-strict-aliasing -fstack-protector-strong \
+	-fPIE -Isrc $(WARN) $(PKG_CFLAGS)
+BASE_LDFLAGS := -pie -Wl,-z,relro,-z,now
+
+REL_CFLAGS := -O2 -D_FORTIFY_SOURCE=2
+SAN_CFLAGS := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+SAN_LDFLAGS := -fsanitize=address,undefined
+
+SRCS      := $(sort $(wildcard src/*.c src/basic/*.c))
+LIB_SRCS  := $(filter-out src/main.c,$(SRCS))
+UNIT_SRCS := $(sort $(wildcard tests/unit/test-*.c))
+FUZZ_SRCS := $(sort $(wildcard fuzz/fuzz-*.c))
+HELPER_SRCS := $(sort $(wildcard tests/helpers/*.c))
+
+all: build/brokered build/brokered-sh helpers unit-bins
+
+# ---- release build ----
+build/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(REL_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+build/brokered: $(SRCS:%.c=build/%.o)
+	$(CC) $(BASE_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+build/brokered-sh: build/brokered
+	ln -sf brokered $@
+
+build/unit/%: build/tests/unit/%.o $(LIB_SRCS:%.c=build/%.o)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+build/helpers/%: tests/helpers/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(REL_CFLAGS) -o $@ $< -lpthread
+
+unit-bins: $(UNIT_SRCS:tests/unit/%.c=build/unit/%)
+helpers: $(HELPER_SRCS:tests/helpers/%.c=build/helpers/%)
+
+# ---- sanitizer build ----
+build-san/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(SAN_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+build-san/brokered: $(SRCS:%.c=build-san/%.o)
+	$(CC) $(BASE_LDFLAGS) $(SAN_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+build-san/brokered-sh: build-san/brokered
+	ln -sf brokered $@
+
+build-san/unit/%: build-san/tests/unit/%.o $(LIB_SRCS:%.c=build-san/%.o)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_LDFLAGS) $(SAN_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+san: build-san/brokered build-san/brokered-sh $(UNIT_SRCS:tests/unit/%.c=build-san/unit/%)
+
+# ---- fuzzing (clang + libFuzzer) ----
+FUZZ_CC ?= clang
+FUZZ_CFLAGS := -std=gnu17 -g -O1 -D_GNU_SOURCE -Isrc -fsanitize=fuzzer,address,undefined \
+	$(PKG_CFLAGS) -Wall -Wextra -Werror -Wno-unused-parameter
+
+build-fuzz/%: fuzz/%.c $(LIB_SRCS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRCS) $(PKG_LIBS)
+
+fuzz: $(FUZZ_SRCS:fuzz/%.c=build-fuzz/%)
+
+# ---- tests ----
+check: all san
+	tests/run.sh
+
+format-check:
+	clang-format --dry-run -Werror $(SRCS) $(wildcard src/*.h src/basic/*.h) $(UNIT_SRCS) $(FUZZ_SRCS)
+
+clean:
+	rm -rf build build-san build-fuzz
+
+.PHONY: all san fuzz check format-check clean unit-bins helpers
+.SECONDARY:
+
+-include $(shell find build build-san -name '*.d' 2>/dev/null)

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+#include "escape.h"
+
+#include <errno.h>
+
+static bool needs_escape(unsigned char c)
+{
+	return c <= 0x20 || c >= 0x7f || c == '\\' || c == '"' || c == '=' || c == '\'';
+}
+
+int escape_append(struct strbuf *sb, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	int r = strbuf_reserve(sb, n);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (!needs_escape(c)) {
+			r = strbuf_appendc(sb, (char)c);
+		} else {
+			char e[4] = {'\\', 'x', hex[c >> 4], hex[c & 15]};
+			r = strbuf_append(sb, e, 4);
+		}
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int unhex(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int unescape_append(struct strbuf *sb, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		int r;
+		if (c == '\\') {
+			if (n - i < 4)
+				return -EINVAL;
+			if (s[i + 1] != 'x')
+				return -EINVAL;
+			int hi = unhex(s[i + 2]), lo = unhex(s[i + 3]);
+			if (hi < 0 || lo < 0)
+				return -EINVAL;
+			char b = (char)(hi << 4 | lo);
+			if (b == '\0')
+				return -EINVAL;
+			r = strbuf_appendc(sb, b);
+			i += 3;
+		} else if (c == '\0' || (unsigned char)c <= 0x20 || (unsigned char)c >= 0x7f) {
+			return -EINVAL;
+		} else {
+			r = strbuf_appendc(sb, c);
+		}
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}

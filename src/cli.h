@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Subcommands. Each takes the argv after the subcommand's name (argv[0] is the subcommand) and
+ * returns the process exit status. Only these functions (and main) print for people.
+ */
+#pragma once
+
+int cli_run(int argc, char **argv);    /* run, sh (cli-run.c) */
+int cli_doctor(int argc, char **argv); /* doctor (doctor.c) */
+
+/* cli-store.c */
+int cli_turn(int argc, char **argv);    /* turn begin | commit */
+int cli_log(int argc, char **argv);     /* log */
+int cli_show(int argc, char **argv);    /* show TURN */
+int cli_diff(int argc, char **argv);    /* diff TURN [PATH...] */
+int cli_restore(int argc, char **argv); /* restore TURN PATH... */
+int cli_undo(int argc, char **argv);    /* undo [TURN] */
+int cli_gc(int argc, char **argv);      /* gc [--older-than AGE] */
+
+/* Session id when --session is not given: $BROKERED_SESSION_ID, else one per workspace. */
+int cli_default_session_id(const char *workspace, char **ret);
