@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct strbuf;
+
 struct store;
 struct store_turn;
 
@@ -94,3 +96,110 @@ struct store_stats {
 	uint64_t saved, absent, not_backed_up, bytes_stored;
 };
 void store_turn_stats(const struct store_turn *t, struct store_stats *ret);
+
+/* ---- Reading the store: records, turns, restore (CLI and tests). ---- */
+
+enum store_kind {
+	STORE_KIND_ABSENT,
+	STORE_KIND_FILE,
+	STORE_KIND_DIR,
+	STORE_KIND_SYMLINK,
+	STORE_KIND_OTHER, /* fifo, device, socket: type and mode recorded, no content */
+};
+const char *store_kind_to_string(enum store_kind k);
+
+/* One manifest line: a pre-image (manifest) or a post-state (post, written at commit). */
+struct store_record {
+	enum store_kind kind;
+	char *path;   /* absolute real path, decoded */
+	char *target; /* symlink target, or NULL */
+	char *call;   /* tool call that made the record, or NULL */
+	char hash[65]; /* hex SHA-256 of the content object, "" if none */
+	bool not_backed_up; /* regular file over the size limit: no content */
+	bool moved;         /* the file itself was moved into the store (consumed) */
+	uint64_t size, ino, rdev;
+	uint32_t mode; /* full st_mode, type bits included */
+	uint32_t uid, gid;
+	int64_t mtime_ns;
+};
+void store_record_done(struct store_record *r);
+void store_records_free(struct store_record *r, size_t n);
+/* Append r as one checksummed manifest line (with '\n'). */
+int store_record_format(const struct store_record *r, struct strbuf *out);
+/*
+ * Parse a whole manifest buffer (any bytes). Lines that are torn, corrupt or unknown are skipped
+ * and counted in *ret_bad. Returns records in file order.
+ */
+int store_manifest_parse(const char *buf, size_t n, struct store_record **ret, size_t *ret_n,
+			 size_t *ret_bad);
+
+struct store_turn_info {
+	char *id, *message;
+	bool committed;
+	bool current; /* the session's explicitly begun turn (`turn begin`) */
+	int64_t begin_ns, commit_ns;
+	uint64_t max_size_bytes; /* 0: not set by `turn begin` */
+	size_t n_paths;
+};
+void store_turn_infos_free(struct store_turn_info *t, size_t n);
+/* All turns of the session, newest first. */
+int store_list_turns(struct store *s, struct store_turn_info **ret, size_t *ret_n);
+int store_turn_info_get(struct store *s, const char *id, struct store_turn_info *ret);
+/* A turn id or "last" → id (malloc'd). -ENOENT if there is no such turn. */
+int store_resolve_turn(struct store *s, const char *arg, char **ret_id);
+/* The earliest pre-image per path of a turn, sorted by path (strcmp). */
+int store_turn_records(struct store *s, const char *id, struct store_record **ret, size_t *ret_n);
+/* The post-states written at commit, sorted by path; 0 records for an uncommitted turn. */
+int store_turn_post(struct store *s, const char *id, struct store_record **ret, size_t *ret_n);
+/* Open a content object read-only. */
+int store_object_open(struct store *s, const char *hash);
+
+/* `turn begin`: a new explicit turn that later runs join. -EBUSY (and *ret_id) if one is open. */
+int store_turn_begin_explicit(struct store *s, const struct store_options *o, const char *message,
+			      char **ret_id);
+/* The explicitly begun open turn, or -ENOENT. */
+int store_current_turn(struct store *s, char **ret_id);
+/* Commit a turn by id (NULL: the explicit one); an interrupted turn can be committed too. */
+int store_commit_id(struct store *s, const char *id, const char *message);
+
+/* gc: drop committed turns that ended more than older_than_sec ago, then unreferenced objects. */
+struct store_gc_stats {
+	uint64_t turns_removed, objects_removed, bytes_freed;
+};
+int store_gc(struct store *s, uint64_t older_than_sec, struct store_gc_stats *ret);
+
+/* ---- Restore and undo (store-restore.c) ---- */
+
+enum store_action {
+	STORE_ACTION_NONE,    /* already as before the turn */
+	STORE_ACTION_REMOVE,  /* created by the turn: remove (recursively) */
+	STORE_ACTION_CREATE,  /* (re)create from the pre-image */
+	STORE_ACTION_REPLACE, /* remove what is there now, then recreate */
+	STORE_ACTION_META,    /* directory: mode, owner, mtime only */
+	STORE_ACTION_COVERED, /* below a path the turn created: goes with it */
+	STORE_ACTION_LOST,    /* cannot be restored (not backed up, socket) */
+};
+const char *store_action_to_string(enum store_action a);
+
+struct store_plan_item {
+	struct store_record pre;
+	enum store_action action;
+	const char *conflict; /* static text: why the path changed after the turn, or NULL */
+	int error;            /* after apply: 0 or -errno */
+};
+struct store_plan {
+	char *turn_id;
+	struct store_plan_item *items; /* sorted by path */
+	size_t n_items, n_conflicts;
+};
+/* Plan restoring paths (NULL/0: every path, i.e. undo) of a turn to their pre-images. */
+int store_plan_restore(struct store *s, const char *turn_id, char *const *paths, size_t n_paths,
+		       struct store_plan **ret);
+/*
+ * Apply a plan; the changes are themselves recorded as a new committed turn with message (so an
+ * undo can be undone), whose id goes to *ret_turn_id. Returns the number of items that failed
+ * (their .error says why), or -errno if nothing could be done.
+ */
+int store_plan_apply(struct store *s, struct store_plan *p, const struct store_options *o,
+		     const char *message, char **ret_turn_id);
+void store_plan_free(struct store_plan *p);

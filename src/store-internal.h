@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/* Internals shared by store.c, store-manifest.c and store-restore.c. Not for other modules. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "basic/strbuf.h"
+#include "store.h"
+
+/*
+ * On-disk layout under the session directory $XDG_STATE_HOME/brokered/sessions/<id>/:
+ *
+ *   lock                        flock: LOCK_SH while a store is open, LOCK_EX for gc
+ *   current                     id of the explicitly begun open turn (`turn begin`), if any
+ *   current.lock                flock: serialises begin/join/commit of the explicit turn
+ *   modify_backup/objects/ab/<62 hex>   content, named by SHA-256, written once, 0600
+ *   modify_backup/tmp/          temp files on their way into objects/ (stale ones: gc)
+ *   modify_backup/turns/<id>/   one turn: meta (one record line: state, message, times),
+ *                               manifest (append-only pre-images), post (post-states, at
+ *                               commit), calls (tool call ids, one escaped id per line)
+ */
+
+struct store_kv {
+	const char *key, *value;
+};
+
+struct store {
+	char *session_id;
+	char *session_dir;
+	int session_fd, root_fd, objects_fd, tmp_fd, turns_fd;
+	int lock_fd;
+	dev_t dev; /* file system of the store, for moving consumed files in */
+};
+
+struct path_set {
+	char **slots;
+	size_t cap, n;
+};
+
+/* A copied object waiting for store_sync(): fdatasync, rename into objects/, then its record. */
+struct pending {
+	int fd;
+	char *tmp_name;
+	char hash[65];
+	char *line;
+	char *path; /* in the path set; dropped again if the sync fails */
+};
+
+struct store_turn {
+	struct store *store;
+	struct store_options opts;
+	char *id;
+	char *call;
+	int dir_fd, manifest_fd;
+	struct path_set seen;
+	struct pending *pending;
+	size_t n_pending, cap_pending;
+	bool dirty_manifest, dirty_objects;
+	uint8_t dirty_prefix[32]; /* bitset: objects/<xx>/ directories to fsync */
+	struct store_stats stats;
+};
+
+uint32_t store_crc32(const void *data, size_t n);
+int store_line_begin(struct strbuf *out, size_t *ret_start);
+int store_line_kv(struct strbuf *out, const char *key, const char *value, size_t n);
+int store_line_kvs(struct strbuf *out, const char *key, const char *value);
+int store_line_kvu(struct strbuf *out, const char *key, uint64_t v);
+int store_line_end(struct strbuf *out, size_t start);
+int store_line_split(char *line, size_t n, struct store_kv *kv, size_t max, size_t *ret_n);
+int store_unescape_dup(const char *s, char **ret);
+int store_record_parse_line(char *line, size_t n, struct store_record *ret);
+
+/* Helpers in store.c used by store-restore.c. */
+int store_read_file_at(int dirfd, const char *name, size_t max, char **ret, size_t *ret_n);
+int store_hash_fd(int fd, char ret_hex[65]);
+int store_copy_fd(int src, int dst);
+int store_random_name(const char *prefix, char **ret);
+int store_turn_new_private(struct store *s, const struct store_options *o, const char *message,
+			   struct store_turn **ret);
+void store_record_from_stat(struct store_record *r, const struct stat *st);
+int store_fsync_dirfd(int fd);

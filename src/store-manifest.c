@@ -1,0 +1,334 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Manifest records: the one on-disk line format of the store (pre-images, post-states, turn
+ * metadata).
+ *
+ *   B1 k=file p=/w/a\x20b h=<64 hex> s=12 m=100644 u=0 g=0 t=1764618312000000000 x=1a2b3c4d\n
+ *
+ * A line is "B1", then space-separated key=value tokens, then "x=" and the CRC-32 (IEEE, 8
+ * lowercase hex) of every byte before " x=". Values are escaped with escape_append(), so a
+ * line never contains a space, '=' or newline inside a value and any path byte but NUL survives.
+ * Keys: k kind (absent|file|dir|symlink|other), p path, h content hash, s size, m st_mode (octal,
+ * type bits included), u uid, g gid, t mtime (ns), l symlink target, r rdev, i inode, nb=1 not
+ * backed up, mv=1 moved into the store, c tool call. Unknown keys are ignored (newer writers).
+ *
+ * Writers append a whole line with one write(2) (O_APPEND). A reader keeps only lines that end in
+ * '\n' and whose checksum matches, so a torn or zero-filled tail after a crash is skipped.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "basic/escape.h"
+#include "basic/parse-util.h"
+#include "basic/strbuf.h"
+#include "store-internal.h"
+#include "store.h"
+
+#define RECORD_MAX_TOKENS 32
+
+uint32_t store_crc32(const void *data, size_t n)
+{
+	const unsigned char *p = data;
+	uint32_t crc = 0xffffffffu;
+	for (size_t i = 0; i < n; i++) {
+		crc ^= p[i];
+		for (int k = 0; k < 8; k++)
+			crc = (crc >> 1) ^ (0xedb88320u & (0u - (crc & 1)));
+	}
+	return ~crc;
+}
+
+const char *store_kind_to_string(enum store_kind k)
+{
+	switch (k) {
+	case STORE_KIND_ABSENT:
+		return "absent";
+	case STORE_KIND_FILE:
+		return "file";
+	case STORE_KIND_DIR:
+		return "dir";
+	case STORE_KIND_SYMLINK:
+		return "symlink";
+	case STORE_KIND_OTHER:
+		return "other";
+	}
+	return "?";
+}
+
+static int kind_from_string(const char *s, enum store_kind *ret)
+{
+	for (enum store_kind k = STORE_KIND_ABSENT; k <= STORE_KIND_OTHER; k++)
+		if (strcmp(s, store_kind_to_string(k)) == 0) {
+			*ret = k;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+void store_record_done(struct store_record *r)
+{
+	if (!r)
+		return;
+	free(r->path);
+	free(r->target);
+	free(r->call);
+	*r = (struct store_record){0};
+}
+
+void store_records_free(struct store_record *r, size_t n)
+{
+	for (size_t i = 0; r && i < n; i++)
+		store_record_done(&r[i]);
+	free(r);
+}
+
+int store_line_begin(struct strbuf *out, size_t *ret_start)
+{
+	*ret_start = out->len;
+	return strbuf_appends(out, "B1");
+}
+
+int store_line_kv(struct strbuf *out, const char *key, const char *value, size_t n)
+{
+	int r = strbuf_printf(out, " %s=", key);
+	return r < 0 ? r : escape_append(out, value, n);
+}
+
+int store_line_kvs(struct strbuf *out, const char *key, const char *value)
+{
+	return store_line_kv(out, key, value, strlen(value));
+}
+
+int store_line_kvu(struct strbuf *out, const char *key, uint64_t v)
+{
+	return strbuf_printf(out, " %s=%" PRIu64, key, v);
+}
+
+int store_line_end(struct strbuf *out, size_t start)
+{
+	if (out->oom)
+		return -ENOMEM;
+	uint32_t crc = store_crc32(out->buf + start, out->len - start);
+	return strbuf_printf(out, " x=%08" PRIx32 "\n", crc);
+}
+
+int store_record_format(const struct store_record *r, struct strbuf *out)
+{
+	size_t start;
+	int e = store_line_begin(out, &start);
+	e = e < 0 ? e : store_line_kvs(out, "k", store_kind_to_string(r->kind));
+	e = e < 0 ? e : store_line_kvs(out, "p", r->path);
+	if (r->kind != STORE_KIND_ABSENT) {
+		if (r->hash[0])
+			e = e < 0 ? e : store_line_kvs(out, "h", r->hash);
+		e = e < 0 ? e : store_line_kvu(out, "s", r->size);
+		e = e < 0 ? e : strbuf_printf(out, " m=%" PRIo32, r->mode);
+		e = e < 0 ? e : store_line_kvu(out, "u", r->uid);
+		e = e < 0 ? e : store_line_kvu(out, "g", r->gid);
+		e = e < 0 ? e : strbuf_printf(out, " t=%" PRId64, r->mtime_ns);
+		if (r->ino)
+			e = e < 0 ? e : store_line_kvu(out, "i", r->ino);
+		if (r->rdev)
+			e = e < 0 ? e : store_line_kvu(out, "r", r->rdev);
+	}
+	if (r->target)
+		e = e < 0 ? e : store_line_kvs(out, "l", r->target);
+	if (r->not_backed_up)
+		e = e < 0 ? e : strbuf_appends(out, " nb=1");
+	if (r->moved)
+		e = e < 0 ? e : strbuf_appends(out, " mv=1");
+	if (r->call)
+		e = e < 0 ? e : store_line_kvs(out, "c", r->call);
+	return e < 0 ? e : store_line_end(out, start);
+}
+
+/* Split a line (without '\n') into tokens and verify the checksum. kv points into line. */
+int store_line_split(char *line, size_t n, struct store_kv *kv, size_t max, size_t *ret_n)
+{
+	if (memchr(line, '\0', n))
+		return -EBADMSG;
+	const char *x = NULL;
+	for (size_t i = n; i >= 3; i--)
+		if (memcmp(line + i - 3, " x=", 3) == 0) {
+			x = line + i - 3;
+			break;
+		}
+	if (!x || n - (size_t)(x - line) != 3 + 8 || n < 2 || memcmp(line, "B1", 2) != 0)
+		return -EBADMSG;
+	char want[9];
+	memcpy(want, x + 3, 8);
+	want[8] = '\0';
+	uint64_t crc;
+	if (parse_u64(want, 16, &crc) < 0 || crc != store_crc32(line, (size_t)(x - line)))
+		return -EBADMSG;
+	line[x - line] = '\0';
+	size_t k = 0;
+	char *save = NULL;
+	for (char *tok = strtok_r(line + 2, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+		char *eq = strchr(tok, '=');
+		if (!eq || k >= max)
+			return -EBADMSG;
+		*eq = '\0';
+		kv[k].key = tok;
+		kv[k].value = eq + 1;
+		k++;
+	}
+	*ret_n = k;
+	return 0;
+}
+
+int store_unescape_dup(const char *s, char **ret)
+{
+	struct strbuf sb = STRBUF_INIT;
+	int r = unescape_append(&sb, s, strlen(s));
+	if (r >= 0 && sb.len == 0)
+		r = strbuf_reserve(&sb, 0);
+	if (r < 0) {
+		strbuf_free(&sb);
+		return r;
+	}
+	*ret = strbuf_steal(&sb);
+	return *ret ? 0 : -ENOMEM;
+}
+
+static bool hash_valid(const char *h)
+{
+	if (strlen(h) != 64)
+		return false;
+	for (const char *p = h; *p; p++)
+		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+			return false;
+	return true;
+}
+
+static int record_set(struct store_record *rec, const char *key, const char *v, bool *have_kind)
+{
+	uint64_t u;
+	int64_t i;
+	int r = 0;
+	if (strcmp(key, "k") == 0) {
+		r = kind_from_string(v, &rec->kind);
+		*have_kind = r >= 0;
+	} else if (strcmp(key, "p") == 0 && !rec->path) {
+		r = store_unescape_dup(v, &rec->path);
+	} else if (strcmp(key, "l") == 0 && !rec->target) {
+		r = store_unescape_dup(v, &rec->target);
+	} else if (strcmp(key, "c") == 0 && !rec->call) {
+		r = store_unescape_dup(v, &rec->call);
+	} else if (strcmp(key, "h") == 0) {
+		if (!hash_valid(v))
+			return -EBADMSG;
+		memcpy(rec->hash, v, 65);
+	} else if (strcmp(key, "s") == 0) {
+		r = parse_u64(v, 10, &rec->size);
+	} else if (strcmp(key, "i") == 0) {
+		r = parse_u64(v, 10, &rec->ino);
+	} else if (strcmp(key, "r") == 0) {
+		r = parse_u64(v, 10, &rec->rdev);
+	} else if (strcmp(key, "m") == 0 || strcmp(key, "u") == 0 || strcmp(key, "g") == 0) {
+		r = parse_u64(v, key[0] == 'm' ? 8 : 10, &u);
+		if (r >= 0 && u > UINT32_MAX)
+			r = -ERANGE;
+		if (r >= 0)
+			*(key[0] == 'm' ? &rec->mode : key[0] == 'u' ? &rec->uid : &rec->gid) =
+				(uint32_t)u;
+	} else if (strcmp(key, "t") == 0) {
+		r = parse_i64(v, 10, &i);
+		rec->mtime_ns = i;
+	} else if (strcmp(key, "nb") == 0) {
+		rec->not_backed_up = strcmp(v, "1") == 0;
+	} else if (strcmp(key, "mv") == 0) {
+		rec->moved = strcmp(v, "1") == 0;
+	}
+	return r < 0 ? -EBADMSG : 0;
+}
+
+/* A record must be self-consistent: a path, and content only where the kind has one. */
+static bool record_valid(const struct store_record *r)
+{
+	if (!r->path || r->path[0] != '/')
+		return false;
+	if (r->kind == STORE_KIND_FILE && !r->hash[0] && !r->not_backed_up && r->size > 0)
+		return false;
+	if (r->kind == STORE_KIND_SYMLINK && !r->target)
+		return false;
+	return true;
+}
+
+int store_record_parse_line(char *line, size_t n, struct store_record *ret)
+{
+	struct store_kv kv[RECORD_MAX_TOKENS];
+	size_t nkv;
+	int r = store_line_split(line, n, kv, ELEMENTSOF(kv), &nkv);
+	if (r < 0)
+		return r;
+	struct store_record rec = {0};
+	bool have_kind = false;
+	for (size_t i = 0; i < nkv; i++) {
+		r = record_set(&rec, kv[i].key, kv[i].value, &have_kind);
+		if (r < 0)
+			break;
+	}
+	if (r >= 0 && (!have_kind || !record_valid(&rec)))
+		r = -EBADMSG;
+	if (r < 0) {
+		store_record_done(&rec);
+		return r;
+	}
+	*ret = rec;
+	return 0;
+}
+
+int store_manifest_parse(const char *buf, size_t n, struct store_record **ret, size_t *ret_n,
+			 size_t *ret_bad)
+{
+	struct store_record *v = NULL;
+	size_t nv = 0, cap = 0, bad = 0;
+	int r = 0;
+	char *line = NULL;
+	for (size_t pos = 0; pos < n;) {
+		const char *nl = memchr(buf + pos, '\n', n - pos);
+		if (!nl) { /* torn tail */
+			bad++;
+			break;
+		}
+		size_t len = (size_t)(nl - (buf + pos));
+		char *tmp = realloc(line, len + 1);
+		if (!tmp) {
+			r = -ENOMEM;
+			break;
+		}
+		line = tmp;
+		memcpy(line, buf + pos, len);
+		line[len] = '\0';
+		pos += len + 1;
+		if (len == 0)
+			continue;
+		if (nv == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			struct store_record *nvp = reallocarray(v, ncap, sizeof *v);
+			if (!nvp) {
+				r = -ENOMEM;
+				break;
+			}
+			v = nvp;
+			cap = ncap;
+		}
+		if (store_record_parse_line(line, len, &v[nv]) < 0)
+			bad++;
+		else
+			nv++;
+	}
+	free(line);
+	if (r < 0) {
+		store_records_free(v, nv);
+		return r;
+	}
+	*ret = v;
+	*ret_n = nv;
+	if (ret_bad)
+		*ret_bad = bad;
+	return 0;
+}
