@@ -1649,7 +1649,8 @@ static int gc_objects(struct store *s, struct path_set *refs, struct store_gc_st
 			struct stat ost;
 			if (strlen(oe->d_name) != 62)
 				continue;
-			snprintf(hash, sizeof hash, "%s%s", de->d_name, oe->d_name);
+			memcpy(hash, de->d_name, 2);
+			memcpy(hash + 2, oe->d_name, 63);
 			if (set_contains(refs, hash) || fstatat(pfd, oe->d_name, &ost, 0) < 0)
 				continue;
 			if (unlinkat(pfd, oe->d_name, 0) >= 0) {

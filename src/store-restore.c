@@ -1,0 +1,584 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Restore and undo: put the paths a turn touched back to their pre-images.
+ *
+ * Planning reads the store and lstat()s the paths; applying works on fds only: every parent is
+ * opened component by component with O_NOFOLLOW (a symlink anywhere in a recorded path, which
+ * was a real path, means the tree changed: refuse), files are written to a temp file next to the
+ * target and renamed over it. Every change is first recorded with store_preimage() into a new
+ * turn, so a restore can itself be undone.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "basic/macro.h"
+#include "basic/path-util.h"
+#include "basic/strbuf.h"
+#include "store-internal.h"
+#include "store.h"
+
+const char *store_action_to_string(enum store_action a)
+{
+	switch (a) {
+	case STORE_ACTION_NONE:
+		return "unchanged";
+	case STORE_ACTION_REMOVE:
+		return "remove";
+	case STORE_ACTION_CREATE:
+		return "create";
+	case STORE_ACTION_REPLACE:
+		return "replace";
+	case STORE_ACTION_META:
+		return "metadata";
+	case STORE_ACTION_COVERED:
+		return "covered";
+	case STORE_ACTION_LOST:
+		return "not restorable";
+	}
+	return "?";
+}
+
+void store_plan_free(struct store_plan *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->n_items; i++)
+		store_record_done(&p->items[i].pre);
+	free(p->items);
+	free(p->turn_id);
+	free(p);
+}
+
+static int cmp_record_path(const void *key, const void *elem)
+{
+	return strcmp(key, ((const struct store_record *)elem)->path);
+}
+
+static const struct store_record *find_record(const struct store_record *v, size_t n,
+					      const char *path)
+{
+	return n ? bsearch(path, v, n, sizeof *v, cmp_record_path) : NULL;
+}
+
+static int cmp_item_path(const void *key, const void *elem)
+{
+	return strcmp(key, ((const struct store_plan_item *)elem)->pre.path);
+}
+
+static struct store_plan_item *find_item(struct store_plan *p, const char *path)
+{
+	return p->n_items ? bsearch(path, p->items, p->n_items, sizeof *p->items, cmp_item_path)
+			  : NULL;
+}
+
+/* ---- planning ---- */
+
+static bool selected(const char *path, char *const *paths, size_t n)
+{
+	if (n == 0)
+		return true;
+	for (size_t i = 0; i < n; i++)
+		if (path_is_under(path, paths[i]))
+			return true;
+	return false;
+}
+
+/* An ancestor directory of a selected path that is gone now must come back first. */
+static bool needed_ancestor(const struct store_record *r, char *const *paths, size_t n)
+{
+	struct stat st;
+	if (r->kind != STORE_KIND_DIR)
+		return false;
+	if (lstat(r->path, &st) >= 0 && S_ISDIR(st.st_mode))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (path_is_under(paths[i], r->path))
+			return true;
+	return false;
+}
+
+static int plan_select(struct store_plan *p, struct store_record *v, size_t n, char *const *paths,
+		       size_t n_paths)
+{
+	p->items = calloc(n ? n : 1, sizeof *p->items);
+	if (!p->items)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if (!selected(v[i].path, paths, n_paths) && !needed_ancestor(&v[i], paths, n_paths))
+			continue;
+		p->items[p->n_items++].pre = v[i];
+		v[i] = (struct store_record){0};
+	}
+	return 0;
+}
+
+/* Is the regular file at path exactly the pre-image (metadata, then content)? */
+static bool file_matches(struct store *s, const struct store_record *pre, const struct stat *st)
+{
+	struct store_record cur = {0};
+	store_record_from_stat(&cur, st);
+	if (cur.size != pre->size || cur.mode != pre->mode || cur.mtime_ns != pre->mtime_ns ||
+	    cur.uid != pre->uid || cur.gid != pre->gid)
+		return false;
+	_cleanup_close_ int fd = open(pre->path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	char hash[65];
+	return fd >= 0 && store_hash_fd(fd, hash) >= 0 && strcmp(hash, pre->hash) == 0;
+}
+
+static bool target_matches(const char *path, const char *target)
+{
+	size_t n = strlen(target);
+	_cleanup_free_ char *buf = malloc(n + 2);
+	ssize_t k = buf ? readlink(path, buf, n + 1) : -1;
+	return k >= 0 && (size_t)k == n && memcmp(buf, target, n) == 0;
+}
+
+static enum store_action action_for(struct store *s, const struct store_record *pre)
+{
+	struct stat st;
+	bool exists = lstat(pre->path, &st) >= 0;
+	uint32_t type = pre->mode & S_IFMT;
+	switch (pre->kind) {
+	case STORE_KIND_ABSENT:
+		return exists ? STORE_ACTION_REMOVE : STORE_ACTION_NONE;
+	case STORE_KIND_FILE:
+		if (pre->not_backed_up)
+			return STORE_ACTION_LOST;
+		if (exists && S_ISREG(st.st_mode) && file_matches(s, pre, &st))
+			return STORE_ACTION_NONE;
+		break;
+	case STORE_KIND_DIR:
+		if (exists && S_ISDIR(st.st_mode))
+			return st.st_mode == pre->mode && st.st_uid == pre->uid &&
+					       st.st_gid == pre->gid &&
+					       (int64_t)st.st_mtim.tv_sec * 1000000000 +
+							       st.st_mtim.tv_nsec ==
+						       pre->mtime_ns
+				       ? STORE_ACTION_NONE
+				       : STORE_ACTION_META;
+		break;
+	case STORE_KIND_SYMLINK:
+		if (exists && S_ISLNK(st.st_mode) && target_matches(pre->path, pre->target))
+			return STORE_ACTION_NONE;
+		break;
+	case STORE_KIND_OTHER:
+		if (type == S_IFSOCK)
+			return STORE_ACTION_LOST;
+		if (exists && st.st_mode == pre->mode && (uint64_t)st.st_rdev == pre->rdev)
+			return STORE_ACTION_NONE;
+		break;
+	}
+	return exists ? STORE_ACTION_REPLACE : STORE_ACTION_CREATE;
+}
+
+/* A path below one the turn created is removed together with it. */
+static bool covered(struct store_plan *p, const char *path)
+{
+	_cleanup_free_ char *a = strdup(path);
+	if (!a)
+		return false;
+	for (char *slash; (slash = strrchr(a, '/')) && slash != a;) {
+		*slash = '\0';
+		struct store_plan_item *it = find_item(p, a);
+		if (it)
+			return it->action == STORE_ACTION_COVERED || it->pre.kind == STORE_KIND_ABSENT;
+	}
+	return false;
+}
+
+static bool post_differs(const struct store_record *post)
+{
+	struct stat st;
+	if (lstat(post->path, &st) < 0)
+		return post->kind != STORE_KIND_ABSENT;
+	struct store_record cur = {0};
+	store_record_from_stat(&cur, &st);
+	return post->kind != cur.kind || cur.size != post->size || cur.mode != post->mode ||
+	       cur.mtime_ns != post->mtime_ns || (uint64_t)st.st_ino != post->ino;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted paths touched by turns that began after the given one. */
+static int later_paths(struct store *s, const struct store_turn_info *turn, char ***ret,
+		       size_t *ret_n)
+{
+	struct store_turn_info *v;
+	size_t n, np = 0, cap = 0;
+	char **paths = NULL;
+	int r = store_list_turns(s, &v, &n);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; r >= 0 && i < n; i++) {
+		if (v[i].begin_ns < turn->begin_ns ||
+		    (v[i].begin_ns == turn->begin_ns && strcmp(v[i].id, turn->id) <= 0))
+			continue;
+		struct store_record *recs;
+		size_t nrec;
+		if (store_turn_records(s, v[i].id, &recs, &nrec) < 0)
+			continue;
+		for (size_t k = 0; r >= 0 && k < nrec; k++) {
+			if (np == cap) {
+				size_t ncap = cap ? cap * 2 : 64;
+				char **nv = reallocarray(paths, ncap, sizeof *nv);
+				if (!nv) {
+					r = -ENOMEM;
+					break;
+				}
+				paths = nv;
+				cap = ncap;
+			}
+			paths[np++] = TAKE_PTR(recs[k].path);
+		}
+		store_records_free(recs, nrec);
+	}
+	store_turn_infos_free(v, n);
+	if (np)
+		qsort(paths, np, sizeof *paths, cmp_str);
+	*ret = paths;
+	*ret_n = np;
+	return r;
+}
+
+static void strv_free(char **v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+static int plan_conflicts(struct store *s, struct store_plan *p, const struct store_turn_info *ti)
+{
+	struct store_record *post = NULL;
+	size_t npost = 0, nlater = 0;
+	char **later = NULL;
+	int r = ti->committed ? store_turn_post(s, p->turn_id, &post, &npost) : 0;
+	if (r >= 0)
+		r = later_paths(s, ti, &later, &nlater);
+	for (size_t i = 0; r >= 0 && i < p->n_items; i++) {
+		struct store_plan_item *it = &p->items[i];
+		if (it->action == STORE_ACTION_NONE || it->action == STORE_ACTION_LOST)
+			continue;
+		const struct store_record *pr = find_record(post, npost, it->pre.path);
+		const char *key = it->pre.path;
+		if (pr && post_differs(pr))
+			it->conflict = "changed since the turn";
+		else if (nlater && bsearch(&key, later, nlater, sizeof *later, cmp_str))
+			it->conflict = "touched by a later turn";
+		if (it->conflict)
+			p->n_conflicts++;
+	}
+	store_records_free(post, npost);
+	strv_free(later, nlater);
+	return r;
+}
+
+int store_plan_restore(struct store *s, const char *turn_id, char *const *paths, size_t n_paths,
+		       struct store_plan **ret)
+{
+	struct store_turn_info ti;
+	int r = store_turn_info_get(s, turn_id, &ti);
+	if (r < 0)
+		return r;
+	struct store_plan *p = calloc(1, sizeof *p);
+	struct store_record *v = NULL;
+	size_t n = 0;
+	if (!p || !(p->turn_id = strdup(turn_id)))
+		r = -ENOMEM;
+	if (r >= 0)
+		r = store_turn_records(s, turn_id, &v, &n);
+	if (r >= 0)
+		r = plan_select(p, v, n, paths, n_paths);
+	store_records_free(v, n);
+	/* Ascending order: an ancestor's action is known before its descendants'. */
+	for (size_t i = 0; r >= 0 && i < p->n_items; i++) {
+		struct store_plan_item *it = &p->items[i];
+		it->action = covered(p, it->pre.path) ? STORE_ACTION_COVERED
+						      : action_for(s, &it->pre);
+	}
+	if (r >= 0)
+		r = plan_conflicts(s, p, &ti);
+	free(ti.id);
+	free(ti.message);
+	if (r < 0) {
+		store_plan_free(p);
+		return r;
+	}
+	*ret = p;
+	return 0;
+}
+
+/* ---- applying ---- */
+
+struct applier {
+	struct store *s;
+	struct store_turn *u; /* the turn recording what the restore changes */
+	bool sync;
+};
+
+/* Open the parent of an absolute path without following any symlink; *ret_name points into path. */
+static int open_parent(const char *path, const char **ret_name)
+{
+	_cleanup_free_ char *parent = NULL;
+	const char *name;
+	int r = path_split(path, &parent, &name);
+	if (r < 0)
+		return r;
+	if (!path_component_valid(name))
+		return -EINVAL;
+	int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return negative_errno();
+	char *save = NULL;
+	for (char *c = strtok_r(parent, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		if (!path_component_valid(c)) {
+			safe_close(fd);
+			return -EINVAL;
+		}
+		int nfd = openat(fd, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		r = nfd < 0 ? negative_errno() : 0;
+		safe_close(fd);
+		if (r < 0)
+			return r == -ENOTDIR ? -ELOOP : r;
+		fd = nfd;
+	}
+	*ret_name = name;
+	return fd;
+}
+
+/* Record the current state in the undo turn, durably, before touching it. */
+static int record(struct applier *a, int pfd, const char *name, const char *path, unsigned flags,
+		  bool *ret_consumed)
+{
+	enum store_result res;
+	bool consumed = false;
+	int r = store_preimage(a->u, pfd, name, path, flags, &res, &consumed);
+	if (r >= 0 && a->sync)
+		r = store_sync(a->u);
+	if (ret_consumed)
+		*ret_consumed = consumed;
+	return r;
+}
+
+static int remove_recorded(struct applier *a, int pfd, const char *name, const char *path,
+			   int depth)
+{
+	struct stat st;
+	if (depth > 2048)
+		return -ELOOP;
+	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : negative_errno();
+	bool consumed = false;
+	if (!S_ISDIR(st.st_mode)) {
+		int r = record(a, pfd, name, path, STORE_CONSUME, &consumed);
+		if (r >= 0 && !consumed && unlinkat(pfd, name, 0) < 0)
+			r = negative_errno();
+		return r;
+	}
+	/* The directory first: its mtime is still the one to give back. */
+	int r = record(a, pfd, name, path, 0, NULL);
+	if (r < 0)
+		return r;
+	int fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		r = negative_errno();
+		safe_close(fd);
+		return r;
+	}
+	struct strbuf child = STRBUF_INIT;
+	for (struct dirent *de; r >= 0 && (de = readdir(d));) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		r = path_join(path, de->d_name, &child);
+		if (r >= 0)
+			r = remove_recorded(a, fd, de->d_name, child.buf, depth + 1);
+	}
+	strbuf_free(&child);
+	closedir(d);
+	if (r >= 0 && unlinkat(pfd, name, AT_REMOVEDIR) < 0)
+		r = negative_errno();
+	return r;
+}
+
+static int set_owner_mode_times(int fd, const struct store_record *pre)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return negative_errno();
+	/* Owner first: chown clears set-id bits. Not being root is no reason to fail. */
+	if ((st.st_uid != pre->uid || st.st_gid != pre->gid) && fchown(fd, pre->uid, pre->gid) < 0 &&
+	    errno != EPERM)
+		return negative_errno();
+	if (fchmod(fd, pre->mode & 07777) < 0)
+		return negative_errno();
+	struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT},
+				 {.tv_sec = pre->mtime_ns / 1000000000,
+				  .tv_nsec = pre->mtime_ns % 1000000000}};
+	if (futimens(fd, ts) < 0)
+		return negative_errno();
+	return 0;
+}
+
+static int write_object_tmp(struct applier *a, int pfd, const char *tmp,
+			    const struct store_record *pre)
+{
+	_cleanup_close_ int ofd = store_object_open(a->s, pre->hash);
+	if (ofd < 0)
+		return ofd;
+	_cleanup_close_ int fd =
+		openat(pfd, tmp, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return negative_errno();
+	char hash[65];
+	int r = store_copy_fd(ofd, fd);
+	if (r >= 0)
+		r = store_hash_fd(fd, hash);
+	if (r >= 0 && strcmp(hash, pre->hash) != 0)
+		r = -EBADMSG; /* the object is damaged: never restore wrong content */
+	if (r >= 0)
+		r = set_owner_mode_times(fd, pre);
+	if (r >= 0 && a->sync && fdatasync(fd) < 0)
+		r = negative_errno();
+	return r;
+}
+
+/* Prepare the pre-image under a temp name, record what it replaces, rename it into place. */
+static int create_by_rename(struct applier *a, int pfd, const char *name,
+			    const struct store_record *pre)
+{
+	_cleanup_free_ char *tmp = NULL;
+	int r = store_random_name(".brokered-restore-", &tmp);
+	if (r < 0)
+		return r;
+	if (pre->kind == STORE_KIND_FILE) {
+		r = write_object_tmp(a, pfd, tmp, pre);
+	} else if (symlinkat(pre->target, pfd, tmp) < 0) {
+		return negative_errno();
+	} else {
+		struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT},
+					 {.tv_sec = pre->mtime_ns / 1000000000,
+					  .tv_nsec = pre->mtime_ns % 1000000000}};
+		(void)fchownat(pfd, tmp, pre->uid, pre->gid, AT_SYMLINK_NOFOLLOW);
+		(void)utimensat(pfd, tmp, ts, AT_SYMLINK_NOFOLLOW);
+	}
+	if (r >= 0)
+		r = record(a, pfd, name, pre->path, STORE_CONSUME, NULL);
+	if (r >= 0 && renameat(pfd, tmp, pfd, name) < 0)
+		r = negative_errno();
+	if (r < 0)
+		(void)unlinkat(pfd, tmp, 0);
+	return r;
+}
+
+static int create_item(struct applier *a, const struct store_plan_item *it)
+{
+	const struct store_record *pre = &it->pre;
+	const char *name;
+	_cleanup_close_ int pfd = open_parent(pre->path, &name);
+	if (pfd < 0)
+		return pfd;
+	if (it->action == STORE_ACTION_REPLACE) {
+		struct stat st;
+		bool in_place = (pre->kind == STORE_KIND_FILE || pre->kind == STORE_KIND_SYMLINK) &&
+				fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) >= 0 &&
+				!S_ISDIR(st.st_mode);
+		int r = in_place ? 0 : remove_recorded(a, pfd, name, pre->path, 0);
+		if (r < 0)
+			return r;
+	}
+	if (pre->kind == STORE_KIND_FILE || pre->kind == STORE_KIND_SYMLINK)
+		return create_by_rename(a, pfd, name, pre);
+	int r = record(a, pfd, name, pre->path, 0, NULL);
+	if (r < 0)
+		return r;
+	if (pre->kind == STORE_KIND_DIR)
+		return mkdirat(pfd, name, 0700) < 0 ? negative_errno() : 0;
+	if (mknodat(pfd, name, pre->mode, (dev_t)pre->rdev) < 0)
+		return negative_errno();
+	(void)fchownat(pfd, name, pre->uid, pre->gid, AT_SYMLINK_NOFOLLOW);
+	return fchmodat(pfd, name, pre->mode & 07777, 0) < 0 ? negative_errno() : 0;
+}
+
+static int remove_item(struct applier *a, const struct store_plan_item *it)
+{
+	const char *name;
+	_cleanup_close_ int pfd = open_parent(it->pre.path, &name);
+	if (pfd < 0)
+		return pfd == -ENOENT ? 0 : pfd;
+	return remove_recorded(a, pfd, name, it->pre.path, 0);
+}
+
+static int dir_meta_item(struct applier *a, const struct store_plan_item *it)
+{
+	const char *name;
+	_cleanup_close_ int pfd = open_parent(it->pre.path, &name);
+	if (pfd < 0)
+		return pfd;
+	int r = record(a, pfd, name, it->pre.path, STORE_METADATA, NULL);
+	if (r < 0)
+		return r;
+	_cleanup_close_ int fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return negative_errno();
+	return set_owner_mode_times(fd, &it->pre);
+}
+
+static void apply_phases(struct applier *a, struct store_plan *p)
+{
+	/* Removals deepest first (descendants sort after their ancestors). */
+	for (size_t i = p->n_items; i-- > 0;)
+		if (p->items[i].action == STORE_ACTION_REMOVE)
+			p->items[i].error = remove_item(a, &p->items[i]);
+	/* Creations shallowest first. */
+	for (size_t i = 0; i < p->n_items; i++) {
+		struct store_plan_item *it = &p->items[i];
+		if (it->action == STORE_ACTION_CREATE || it->action == STORE_ACTION_REPLACE)
+			it->error = create_item(a, it);
+	}
+	/* Directory metadata last, once nothing changes inside them any more. */
+	for (size_t i = p->n_items; i-- > 0;) {
+		struct store_plan_item *it = &p->items[i];
+		bool dir = it->pre.kind == STORE_KIND_DIR &&
+			   (it->action == STORE_ACTION_META || it->action == STORE_ACTION_CREATE ||
+			    it->action == STORE_ACTION_REPLACE);
+		if (dir && it->error == 0)
+			it->error = dir_meta_item(a, it);
+	}
+}
+
+int store_plan_apply(struct store *s, struct store_plan *p, const struct store_options *o,
+		     const char *message, char **ret_turn_id)
+{
+	struct store_options uo = *o;
+	uo.enabled = true;
+	uo.deny_oversize = false;
+	struct applier a = {.s = s, .sync = uo.sync};
+	int r = store_turn_new_private(s, &uo, message, &a.u);
+	if (r < 0)
+		return r;
+	_cleanup_free_ char *id = strdup(store_turn_id(a.u));
+	if (!id) {
+		store_turn_free(a.u);
+		return -ENOMEM;
+	}
+	apply_phases(&a, p);
+	if ((r = store_turn_commit(a.u, message)) < 0)
+		return r;
+	int failed = 0;
+	for (size_t i = 0; i < p->n_items; i++)
+		if (p->items[i].error < 0)
+			failed++;
+	if (ret_turn_id)
+		*ret_turn_id = TAKE_PTR(id);
+	return failed;
+}

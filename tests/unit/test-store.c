@@ -1,0 +1,797 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Backup store: act like the broker (store_preimage() before every change, then the change),
+ * commit, undo, and compare the workspace with a snapshot; then undo the undo.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "basic/macro.h"
+#include "basic/path-util.h"
+#include "basic/strbuf.h"
+#include "store.h"
+#include "tap.h"
+
+static char root[256], ws[300], state[300];
+
+static struct store_options opts = {.enabled = true, .max_size_bytes = 10 << 20, .sync = true};
+
+/* ---- workspace helpers ---- */
+
+static void ws_path(struct strbuf *sb, const char *rel)
+{
+	strbuf_reset(sb);
+	strbuf_printf(sb, "%s/%s", ws, rel);
+}
+
+/* Call store_preimage() on ws/rel the way the broker does: parent fd + final name. */
+static int pre(struct store_turn *t, const char *rel, unsigned flags, bool *consumed)
+{
+	struct strbuf p = STRBUF_INIT;
+	ws_path(&p, rel);
+	_cleanup_free_ char *parent = NULL;
+	const char *name;
+	int r = path_split(p.buf, &parent, &name);
+	int pfd = r < 0 ? -1 : open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	enum store_result res;
+	bool c = false;
+	if (pfd >= 0)
+		r = store_preimage(t, pfd, name, p.buf, flags, &res, &c);
+	if (r >= 0)
+		r = store_sync(t);
+	if (consumed)
+		*consumed = c;
+	safe_close(pfd);
+	strbuf_free(&p);
+	return pfd < 0 ? -errno : r;
+}
+
+static void put(const char *rel, const char *data, size_t n)
+{
+	struct strbuf p = STRBUF_INIT;
+	ws_path(&p, rel);
+	int fd = open(p.buf, O_CREAT | O_TRUNC | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		if (write(fd, data, n) != (ssize_t)n)
+			printf("# short write\n");
+		close(fd);
+	}
+	strbuf_free(&p);
+}
+
+static void puts_ws(const char *rel, const char *s)
+{
+	put(rel, s, strlen(s));
+}
+
+/* ---- broker-like operations: record, then act ---- */
+
+static int op_write(struct store_turn *t, const char *rel, const char *s)
+{
+	int r = pre(t, rel, 0, NULL);
+	if (r >= 0)
+		puts_ws(rel, s);
+	return r;
+}
+
+static int op_unlink(struct store_turn *t, const char *rel)
+{
+	bool consumed;
+	struct strbuf p = STRBUF_INIT;
+	ws_path(&p, rel);
+	int r = pre(t, rel, STORE_CONSUME, &consumed);
+	if (r >= 0 && !consumed && unlink(p.buf) < 0)
+		r = -errno;
+	strbuf_free(&p);
+	return r;
+}
+
+static int op_rename(struct store_turn *t, const char *from, const char *to)
+{
+	bool consumed;
+	struct strbuf a = STRBUF_INIT, b = STRBUF_INIT;
+	ws_path(&a, from);
+	ws_path(&b, to);
+	struct stat st;
+	bool dir = lstat(a.buf, &st) >= 0 && S_ISDIR(st.st_mode);
+	int r = pre(t, from, dir ? STORE_TREE : 0, NULL);
+	if (r >= 0)
+		r = pre(t, to, dir ? 0 : STORE_CONSUME, &consumed);
+	if (r >= 0 && rename(a.buf, b.buf) < 0)
+		r = -errno;
+	strbuf_free(&a);
+	strbuf_free(&b);
+	return r;
+}
+
+static int op_mkdir(struct store_turn *t, const char *rel)
+{
+	struct strbuf p = STRBUF_INIT;
+	ws_path(&p, rel);
+	int r = pre(t, rel, 0, NULL);
+	if (r >= 0 && mkdir(p.buf, 0755) < 0)
+		r = -errno;
+	strbuf_free(&p);
+	return r;
+}
+
+static int op_rmdir(struct store_turn *t, const char *rel)
+{
+	struct strbuf p = STRBUF_INIT;
+	ws_path(&p, rel);
+	int r = pre(t, rel, STORE_CONSUME, NULL);
+	if (r >= 0 && rmdir(p.buf) < 0)
+		r = -errno;
+	strbuf_free(&p);
+	return r;
+}
+
+static int op_chmod(struct store_turn *t, const char *rel, mode_t m)
+{
+	struct strbuf p = STRBUF_INIT;
+	ws_path(&p, rel);
+	int r = pre(t, rel, STORE_METADATA, NULL);
+	if (r >= 0 && chmod(p.buf, m) < 0)
+		r = -errno;
+	strbuf_free(&p);
+	return r;
+}
+
+static int op_symlink(struct store_turn *t, const char *target, const char *rel)
+{
+	struct strbuf p = STRBUF_INIT;
+	ws_path(&p, rel);
+	bool consumed = false;
+	int r = pre(t, rel, STORE_CONSUME, &consumed);
+	if (r >= 0 && !consumed)
+		(void)unlink(p.buf);
+	if (r >= 0 && symlink(target, p.buf) < 0)
+		r = -errno;
+	strbuf_free(&p);
+	return r;
+}
+
+/* rm -rf: children first, each name consumed. */
+static int op_rm_rf(struct store_turn *t, const char *rel)
+{
+	struct strbuf p = STRBUF_INIT;
+	ws_path(&p, rel);
+	struct stat st;
+	int r = 0;
+	if (lstat(p.buf, &st) >= 0 && S_ISDIR(st.st_mode)) {
+		DIR *d = opendir(p.buf);
+		struct strbuf c = STRBUF_INIT;
+		for (struct dirent *de; r >= 0 && d && (de = readdir(d));) {
+			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+				continue;
+			strbuf_reset(&c);
+			strbuf_printf(&c, "%s/%s", rel, de->d_name);
+			r = op_rm_rf(t, c.buf);
+		}
+		if (d)
+			closedir(d);
+		strbuf_free(&c);
+		if (r >= 0)
+			r = op_rmdir(t, rel);
+	} else {
+		r = op_unlink(t, rel);
+	}
+	strbuf_free(&p);
+	return r;
+}
+
+/* ---- snapshots ---- */
+
+static int cmp_names(const struct dirent **a, const struct dirent **b)
+{
+	return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+static void snap_dir(const char *abs, const char *rel, struct strbuf *out)
+{
+	struct dirent **names;
+	int n = scandir(abs, &names, NULL, cmp_names);
+	for (int i = 0; i < n; i++) {
+		const char *nm = names[i]->d_name;
+		if (strcmp(nm, ".") && strcmp(nm, "..")) {
+			struct strbuf a = STRBUF_INIT, r = STRBUF_INIT;
+			strbuf_printf(&a, "%s/%s", abs, nm);
+			strbuf_printf(&r, "%s/%s", rel, nm);
+			struct stat st;
+			lstat(a.buf, &st);
+			strbuf_printf(out, "%s mode=%o", r.buf, (unsigned)st.st_mode);
+			if (S_ISREG(st.st_mode)) {
+				_cleanup_free_ char *data = NULL;
+				FILE *f = fopen(a.buf, "re");
+				size_t len = 0;
+				if (f) {
+					data = calloc(1, (size_t)st.st_size + 1);
+					len = fread(data, 1, (size_t)st.st_size, f);
+					fclose(f);
+				}
+				strbuf_printf(out, " mtime=%ld.%09ld data=", (long)st.st_mtim.tv_sec,
+					      st.st_mtim.tv_nsec);
+				strbuf_append(out, data ? data : "", len);
+			} else if (S_ISLNK(st.st_mode)) {
+				char buf[4096];
+				ssize_t k = readlink(a.buf, buf, sizeof buf);
+				strbuf_appends(out, " ->");
+				strbuf_append(out, buf, k > 0 ? (size_t)k : 0);
+			}
+			strbuf_appendc(out, '\n');
+			if (S_ISDIR(st.st_mode))
+				snap_dir(a.buf, r.buf, out);
+			strbuf_free(&a);
+			strbuf_free(&r);
+		}
+		free(names[i]);
+	}
+	if (n >= 0)
+		free(names);
+}
+
+static char *snapshot(void)
+{
+	struct strbuf sb = STRBUF_INIT;
+	snap_dir(ws, "", &sb);
+	return strbuf_steal(&sb);
+}
+
+static void same_snapshot(const char *want, const char *what)
+{
+	_cleanup_free_ char *got = snapshot();
+	if (!ok(strcmp(got, want) == 0, "%s: workspace as in the snapshot", what))
+		printf("# --- want\n%s# --- got\n%s", want, got);
+}
+
+static void rm_rf(const char *path)
+{
+	char *cmd;
+	if (asprintf(&cmd, "rm -rf '%s'", path) >= 0) {
+		if (system(cmd) != 0)
+			printf("# rm -rf failed\n");
+		free(cmd);
+	}
+}
+
+static void reset_ws(void)
+{
+	rm_rf(ws);
+	mkdir(ws, 0755);
+}
+
+static int undo_turn(struct store *s, const char *id, bool want_no_conflict, char **ret_undo)
+{
+	struct store_plan *p;
+	int r = store_plan_restore(s, id, NULL, 0, &p);
+	if (r < 0)
+		return r;
+	if (want_no_conflict && p->n_conflicts) {
+		for (size_t i = 0; i < p->n_items; i++)
+			if (p->items[i].conflict)
+				printf("# conflict %s: %s\n", p->items[i].pre.path, p->items[i].conflict);
+	}
+	size_t conflicts = p->n_conflicts;
+	_cleanup_free_ char *msg = NULL;
+	asprintf(&msg, "undo %s", id);
+	r = store_plan_apply(s, p, &opts, msg, ret_undo);
+	for (size_t i = 0; i < p->n_items; i++)
+		if (p->items[i].error)
+			printf("# failed %s: %s\n", p->items[i].pre.path, strerror(-p->items[i].error));
+	store_plan_free(p);
+	if (r == 0 && want_no_conflict && conflicts)
+		return -EBUSY;
+	return r;
+}
+
+/* ---- tests ---- */
+
+static void test_manifest(void)
+{
+	struct store_record r = {.kind = STORE_KIND_FILE,
+				 .path = (char *)"/w/we\nird\t na=me\\x",
+				 .size = 5,
+				 .mode = 0100644,
+				 .mtime_ns = 1234567890123456789,
+				 .call = (char *)"call 1"};
+	memset(r.hash, 'a', 64);
+	struct strbuf sb = STRBUF_INIT;
+	ok(store_record_format(&r, &sb) >= 0, "record formats");
+	ok(memchr(sb.buf, '\n', sb.len) == sb.buf + sb.len - 1, "record is one line");
+	struct store_record *v;
+	size_t n, bad;
+	_cleanup_free_ char *line = strdup(sb.buf);
+	size_t one = sb.len;
+	strbuf_append(&sb, line, one);
+	strbuf_append(&sb, line, one / 2); /* torn tail */
+	ok(store_manifest_parse(sb.buf, sb.len, &v, &n, &bad) >= 0, "manifest parses");
+	is_int(n, 2, "two whole records");
+	is_int(bad, 1, "torn tail skipped");
+	if (n == 2) {
+		is_str(v[0].path, r.path, "path round-trips");
+		is_str(v[0].call, "call 1", "call round-trips");
+		is_int(v[0].mtime_ns, r.mtime_ns, "mtime round-trips");
+		is_int(v[1].mode, 0100644, "mode round-trips");
+	}
+	store_records_free(v, n);
+	sb.buf[10] ^= 1; /* corrupt the first record */
+	ok(store_manifest_parse(sb.buf, sb.len, &v, &n, &bad) >= 0 && n == 1 && bad == 2,
+	   "corrupt record rejected by checksum");
+	store_records_free(v, n);
+	strbuf_free(&sb);
+	is_int(store_clamp_max_size_mb(0, false), 10 << 20, "maxSizeMB default");
+	is_int(store_clamp_max_size_mb(5000, true), 1024ull << 20, "maxSizeMB clamped");
+	ok(store_id_valid("20261201-194512-ab12") && !store_id_valid("../x") && !store_id_valid(""),
+	   "id validation");
+}
+
+static void setup_tree(void)
+{
+	reset_ws();
+	puts_ws("a.txt", "alpha\n");
+	puts_ws("b.txt", "bravo bravo bravo\n");
+	puts_ws("c.txt", "charlie\n");
+	puts_ws("d.txt", "delta\n");
+	puts_ws("e.txt", "echo\n");
+	puts_ws("we\nird\tname", "weird\n");
+	struct strbuf p = STRBUF_INIT;
+	ws_path(&p, "empty");
+	mkdir(p.buf, 0750);
+	ws_path(&p, "link");
+	symlink("a.txt", p.buf);
+	ws_path(&p, "src");
+	mkdir(p.buf, 0755);
+	ws_path(&p, "src/sub");
+	mkdir(p.buf, 0700);
+	puts_ws("src/one", "one\n");
+	puts_ws("src/sub/two", "two\n");
+	ws_path(&p, "tree");
+	mkdir(p.buf, 0755);
+	ws_path(&p, "tree/deep");
+	mkdir(p.buf, 0755);
+	puts_ws("tree/x", "x\n");
+	puts_ws("tree/deep/y", "y\n");
+	puts_ws("hard", "hard\n");
+	struct strbuf q = STRBUF_INIT;
+	ws_path(&p, "hard");
+	ws_path(&q, "hard2");
+	link(p.buf, q.buf);
+	strbuf_free(&p);
+	strbuf_free(&q);
+}
+
+static void test_scenario(struct store *s)
+{
+	setup_tree();
+	_cleanup_free_ char *before = snapshot();
+	struct store_turn *t;
+	bool owned;
+	int r = store_turn_join_or_begin(s, &opts, "call-1", "scenario", &t, &owned);
+	ok(r >= 0 && owned, "private turn begun");
+	if (r < 0)
+		return;
+	_cleanup_free_ char *id = strdup(store_turn_id(t));
+	ok(op_write(t, "a.txt", "ALPHA changed\n") >= 0, "write");
+	ok(op_write(t, "a.txt", "again\n") >= 0, "second write of the same path");
+	ok(pre(t, "b.txt", 0, NULL) >= 0, "truncate recorded");
+	struct strbuf p = STRBUF_INIT;
+	ws_path(&p, "b.txt");
+	truncate(p.buf, 3);
+	ok(op_unlink(t, "c.txt") >= 0, "unlink (consumed)");
+	/* like sed -i: a new file (recorded as absent), then rename over */
+	ok(op_write(t, ".tmp-new", "new delta\n") >= 0, "temp file created");
+	ok(op_rename(t, ".tmp-new", "d.txt") >= 0, "rename over");
+	ok(op_mkdir(t, "newdir") >= 0 && op_write(t, "newdir/f", "inside\n") >= 0, "mkdir + create");
+	ok(op_rmdir(t, "empty") >= 0, "rmdir");
+	ok(op_symlink(t, "b.txt", "link") >= 0, "symlink replaced");
+	ok(op_chmod(t, "e.txt", 0600) >= 0, "chmod");
+	ok(op_rename(t, "src", "dst") >= 0, "directory rename (tree)");
+	ok(op_write(t, "dst/one", "one changed via new name\n") >= 0, "write via the new name");
+	ok(op_rm_rf(t, "tree") >= 0, "rm -rf");
+	ok(op_write(t, "we\nird\tname", "changed\n") >= 0, "weird name");
+	ok(op_unlink(t, "hard") >= 0, "unlink of a hard-linked file");
+	struct store_stats st;
+	store_turn_stats(t, &st);
+	ok(st.saved > 5 && st.absent >= 2, "stats: %" PRIu64 " saved, %" PRIu64 " absent", st.saved,
+	   st.absent);
+	ok(store_turn_commit(t, "scenario done") >= 0, "commit");
+	_cleanup_free_ char *after = snapshot();
+
+	struct store_turn_info info;
+	ok(store_turn_info_get(s, id, &info) >= 0 && info.committed, "turn committed");
+	free(info.id);
+	free(info.message);
+
+	_cleanup_free_ char *u1 = NULL, *u2 = NULL;
+	is_int(undo_turn(s, id, true, &u1), 0, "undo without conflicts or failures");
+	same_snapshot(before, "after undo");
+	is_int(undo_turn(s, u1, true, &u2), 0, "undo of the undo");
+	same_snapshot(after, "after undo of undo");
+
+	/* The turn was touched by later turns: planning says so. */
+	struct store_plan *pl;
+	ok(store_plan_restore(s, id, NULL, 0, &pl) >= 0 && pl->n_conflicts > 0,
+	   "later turns are conflicts");
+	store_plan_free(pl);
+
+	/* restore of one path */
+	char *one = NULL;
+	asprintf(&one, "%s/a.txt", ws);
+	ok(store_plan_restore(s, id, &one, 1, &pl) >= 0 && pl->n_items == 1, "plan one path");
+	if (pl) {
+		_cleanup_free_ char *u3 = NULL;
+		ok(store_plan_apply(s, pl, &opts, "restore", &u3) == 0, "restore one path");
+		store_plan_free(pl);
+	}
+	struct strbuf want = STRBUF_INIT;
+	_cleanup_free_ char *got = NULL;
+	size_t n;
+	FILE *f = fopen(one, "re");
+	char buf[64] = "";
+	if (f) {
+		n = fread(buf, 1, sizeof buf - 1, f);
+		buf[n] = '\0';
+		fclose(f);
+	}
+	is_str(buf, "alpha\n", "a.txt restored");
+	free(one);
+	strbuf_free(&want);
+	strbuf_free(&p);
+}
+
+/* Random operations over a small tree, several seeds. */
+static const char *rnd_name(void)
+{
+	static const char *names[] = {"f0", "f1", "f2", "d0", "d0/f3", "d0/f4", "d1", "d1/f5",
+				      "d0/d2", "d0/d2/f6"};
+	return names[rand() % (int)ELEMENTSOF(names)];
+}
+
+static void random_op(struct store_turn *t)
+{
+	const char *a = rnd_name(), *b = rnd_name();
+	char data[64];
+	snprintf(data, sizeof data, "data %d\n", rand());
+	struct strbuf p = STRBUF_INIT;
+	ws_path(&p, a);
+	struct stat st;
+	bool exists = lstat(p.buf, &st) >= 0;
+	bool dir = exists && S_ISDIR(st.st_mode);
+	bool lnk = exists && S_ISLNK(st.st_mode); /* the broker would follow it: not modelled */
+	switch (rand() % 7) {
+	case 0:
+		if (!dir && !lnk)
+			op_write(t, a, data);
+		break;
+	case 1:
+		if (exists)
+			op_rm_rf(t, a);
+		break;
+	case 2:
+		if (!exists)
+			op_mkdir(t, a);
+		break;
+	case 3:
+		if (exists && !path_is_under(b, a))
+			op_rename(t, a, b);
+		break;
+	case 4:
+		if (exists && !S_ISLNK(st.st_mode))
+			op_chmod(t, a, dir ? 0700 : 0640);
+		break;
+	case 5:
+		if (!dir)
+			op_symlink(t, b, a);
+		break;
+	default:
+		if (exists && !dir && !lnk) {
+			pre(t, a, 0, NULL);
+			truncate(p.buf, 1);
+		}
+	}
+	strbuf_free(&p);
+}
+
+static void test_random(struct store *s)
+{
+	for (unsigned seed = 1; seed <= 8; seed++) {
+		srand(seed);
+		reset_ws();
+		puts_ws("f0", "zero\n");
+		puts_ws("f1", "one\n");
+		struct strbuf p = STRBUF_INIT;
+		ws_path(&p, "d0");
+		mkdir(p.buf, 0755);
+		puts_ws("d0/f3", "three\n");
+		strbuf_free(&p);
+		_cleanup_free_ char *before = snapshot();
+		struct store_turn *t;
+		bool owned;
+		if (store_turn_join_or_begin(s, &opts, NULL, "random", &t, &owned) < 0)
+			continue;
+		_cleanup_free_ char *id = strdup(store_turn_id(t));
+		for (int i = 0; i < 40; i++)
+			random_op(t);
+		store_turn_commit(t, NULL);
+		_cleanup_free_ char *after = snapshot();
+		_cleanup_free_ char *u = NULL, *u2 = NULL;
+		char what[64];
+		snprintf(what, sizeof what, "seed %u undo", seed);
+		is_int(undo_turn(s, id, true, &u), 0, "%s applied", what);
+		same_snapshot(before, what);
+		snprintf(what, sizeof what, "seed %u undo of undo", seed);
+		is_int(undo_turn(s, u, true, &u2), 0, "%s applied", what);
+		same_snapshot(after, what);
+	}
+}
+
+static void test_oversize(struct store *s)
+{
+	reset_ws();
+	_cleanup_free_ char *big = malloc(2 << 20);
+	memset(big, 'b', 2 << 20);
+	put("big", big, 2 << 20);
+	struct store_options o = opts;
+	o.max_size_bytes = 1 << 20;
+	o.deny_oversize = true;
+	struct store_turn *t;
+	bool owned;
+	if (store_turn_join_or_begin(s, &o, NULL, "big", &t, &owned) < 0)
+		return;
+	is_int(pre(t, "big", 0, NULL), -EFBIG, "oversize denied");
+	store_turn_free(t);
+	o.deny_oversize = false;
+	if (store_turn_join_or_begin(s, &o, NULL, "big", &t, &owned) < 0)
+		return;
+	struct strbuf p = STRBUF_INIT;
+	ws_path(&p, "big");
+	int pfd = open(ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	enum store_result res;
+	ok(store_preimage(t, pfd, "big", p.buf, 0, &res, NULL) >= 0 &&
+		   res == STORE_RESULT_NOT_BACKED_UP,
+	   "oversize recorded as not backed up");
+	close(pfd);
+	_cleanup_free_ char *id = strdup(store_turn_id(t));
+	store_turn_commit(t, NULL);
+	struct store_record *v;
+	size_t n;
+	ok(store_turn_records(s, id, &v, &n) >= 0 && n == 1 && v[0].not_backed_up,
+	   "manifest says not backed up");
+	store_records_free(v, n);
+	strbuf_free(&p);
+}
+
+static void test_enospc(void)
+{
+	if (geteuid() != 0) {
+		ok(1, "# SKIP ENOSPC test needs root for a tmpfs");
+		return;
+	}
+	char small[320];
+	snprintf(small, sizeof small, "%s/small", root);
+	mkdir(small, 0700);
+	if (mount("tmpfs", small, "tmpfs", 0, "size=1m") < 0) {
+		ok(1, "# SKIP cannot mount tmpfs: %s", strerror(errno));
+		return;
+	}
+	reset_ws();
+	_cleanup_free_ char *big = malloc(3 << 20);
+	memset(big, 'x', 3 << 20);
+	put("big", big, 3 << 20);
+	puts_ws("small", "small\n");
+	struct store *s;
+	struct store_turn *t;
+	bool owned;
+	if (store_open(small, "enospc", &s) < 0 ||
+	    store_turn_join_or_begin(s, &opts, NULL, "full", &t, &owned) < 0) {
+		ok(0, "store on tmpfs");
+		umount(small);
+		return;
+	}
+	_cleanup_free_ char *id = strdup(store_turn_id(t));
+	is_int(pre(t, "big", STORE_CONSUME, NULL), -ENOSPC, "full store: ENOSPC");
+	struct stat st;
+	struct strbuf p = STRBUF_INIT;
+	ws_path(&p, "big");
+	ok(stat(p.buf, &st) >= 0 && st.st_size == 3 << 20, "file untouched (not consumed)");
+	ok(pre(t, "small", 0, NULL) >= 0, "small file still fits");
+	store_turn_commit(t, NULL);
+	struct store_record *v;
+	size_t n;
+	ok(store_turn_records(s, id, &v, &n) >= 0 && n == 1 && !strcmp(v[0].path + strlen(ws), "/small"),
+	   "only the small file recorded");
+	if (n == 1) {
+		int fd = store_object_open(s, v[0].hash);
+		ok(fd >= 0, "its object exists");
+		safe_close(fd);
+	}
+	store_records_free(v, n);
+	char cmd[400];
+	snprintf(cmd, sizeof cmd, "test -z \"$(ls -A '%s'/sessions/enospc/modify_backup/tmp)\"",
+		 small);
+	ok(system(cmd) == 0, "no temp files left");
+	store_close(s);
+	umount(small);
+	strbuf_free(&p);
+}
+
+static void child_loop(const char *sd, int explicit_turn, int k, int ready_fd)
+{
+	struct store *s;
+	struct store_turn *t;
+	bool owned;
+	if (store_open(sd, "kill", &s) < 0 ||
+	    store_turn_join_or_begin(s, &opts, "child", "child", &t, &owned) < 0)
+		_exit(1);
+	(void)!write(ready_fd, "x", 1);
+	for (int i = 0;; i++) {
+		char name[32], data[64];
+		snprintf(name, sizeof name, "f%d", i % 50);
+		snprintf(data, sizeof data, "child %d wrote %d\n", k, i);
+		if (i % 7 == 3)
+			op_unlink(t, name);
+		else
+			op_write(t, name, data);
+		if (explicit_turn && i >= 200)
+			break;
+	}
+	store_turn_free(t);
+	store_close(s);
+	_exit(0);
+}
+
+static void test_kill(void)
+{
+	for (int round = 0; round < 5; round++) {
+		reset_ws();
+		for (int i = 0; i < 50; i += 2) {
+			char name[32];
+			snprintf(name, sizeof name, "f%d", i);
+			puts_ws(name, "original\n");
+		}
+		_cleanup_free_ char *before = snapshot();
+		int pfd[2];
+		char c;
+		if (pipe(pfd) < 0)
+			return;
+		pid_t pid = fork();
+		if (pid == 0)
+			child_loop(state, 0, 0, pfd[1]);
+		close(pfd[1]);
+		(void)!read(pfd[0], &c, 1);
+		close(pfd[0]);
+		usleep(2000 + (useconds_t)(rand() % 30000));
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		struct store *s;
+		if (store_open(state, "kill", &s) < 0) {
+			ok(0, "store opens after kill");
+			continue;
+		}
+		struct store_turn_info *v;
+		size_t n;
+		ok(store_list_turns(s, &v, &n) >= 0 && n >= 1 && !v[0].committed,
+		   "round %d: killed turn listed as open", round);
+		_cleanup_free_ char *u = NULL;
+		if (n >= 1) {
+			is_int(undo_turn(s, v[0].id, false, &u), 0, "round %d: undo applied", round);
+			same_snapshot(before, "undo of a killed turn");
+		}
+		store_turn_infos_free(v, n);
+		store_close(s);
+	}
+}
+
+static void test_concurrent(void)
+{
+	reset_ws();
+	for (int i = 0; i < 50; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "f%d", i);
+		puts_ws(name, "original\n");
+	}
+	_cleanup_free_ char *before = snapshot();
+	struct store *s;
+	char *id = NULL;
+	if (store_open(state, "conc", &s) < 0 ||
+	    store_turn_begin_explicit(s, &opts, "explicit", &id) < 0) {
+		ok(0, "explicit turn");
+		return;
+	}
+	pid_t pids[2];
+	for (int k = 0; k < 2; k++) {
+		pids[k] = fork();
+		if (pids[k] == 0) {
+			struct store *cs;
+			struct store_turn *t;
+			bool owned;
+			if (store_open(state, "conc", &cs) < 0 ||
+			    store_turn_join_or_begin(cs, &opts, "child", NULL, &t, &owned) < 0 ||
+			    owned)
+				_exit(1);
+			for (int i = 0; i < 200; i++) {
+				char name[32], data[64];
+				snprintf(name, sizeof name, "f%d", (i * (k + 1)) % 60);
+				snprintf(data, sizeof data, "child %d wrote %d\n", k, i);
+				op_write(t, name, data);
+			}
+			store_turn_free(t);
+			store_close(cs);
+			_exit(0);
+		}
+	}
+	int ok_children = 0;
+	for (int k = 0; k < 2; k++) {
+		int status;
+		waitpid(pids[k], &status, 0);
+		ok_children += WIFEXITED(status) && WEXITSTATUS(status) == 0;
+	}
+	is_int(ok_children, 2, "two runs joined the explicit turn");
+	ok(store_commit_id(s, NULL, "both") >= 0, "explicit turn committed");
+	_cleanup_free_ char *cur = NULL;
+	is_int(store_current_turn(s, &cur), -ENOENT, "no explicit turn open any more");
+	struct store_record *v;
+	size_t n;
+	ok(store_turn_records(s, id, &v, &n) >= 0 && n == 60, "one record per path (%zu)", n);
+	store_records_free(v, n);
+	_cleanup_free_ char *u = NULL;
+	is_int(undo_turn(s, id, true, &u), 0, "undo of the joint turn");
+	same_snapshot(before, "after undo of the joint turn");
+	free(id);
+	store_close(s);
+}
+
+static void test_gc(struct store *s)
+{
+	struct store_gc_stats gs;
+	ok(store_gc(s, 0, &gs) >= 0 && gs.turns_removed > 0 && gs.objects_removed > 0,
+	   "gc removed %" PRIu64 " turns, %" PRIu64 " objects", gs.turns_removed,
+	   gs.objects_removed);
+	struct store_turn_info *v;
+	size_t n;
+	ok(store_list_turns(s, &v, &n) >= 0, "list after gc");
+	store_turn_infos_free(v, n);
+}
+
+int main(void)
+{
+	snprintf(root, sizeof root, "/tmp/test-store-XXXXXX");
+	if (!mkdtemp(root))
+		return 1;
+	snprintf(ws, sizeof ws, "%s/ws", root);
+	snprintf(state, sizeof state, "%s/state/brokered", root);
+	char xdg[300];
+	snprintf(xdg, sizeof xdg, "%s/state", root);
+	setenv("XDG_STATE_HOME", xdg, 1);
+	umask(077); /* the store and restore must not depend on it */
+	mkdir(ws, 0755);
+
+	test_manifest();
+	char *sd = NULL;
+	ok(store_state_dir(&sd) >= 0 && strcmp(sd, state) == 0, "state dir from XDG_STATE_HOME");
+	free(sd);
+	struct store *s;
+	if (store_open(NULL, "unit", &s) < 0)
+		return ok(0, "store opens"), tap_done();
+	test_scenario(s);
+	test_random(s);
+	test_oversize(s);
+	test_gc(s);
+	store_close(s);
+	test_enospc();
+	test_kill();
+	test_concurrent();
+	rm_rf(root);
+	return tap_done();
+}
