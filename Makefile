@@ -37,9 +37,13 @@ HELPER_SRCS := $(sort $(wildcard tests/helpers/*.c))
 all: build/brokered build/brokered-sh helpers unit-bins
 
 # ---- release build ----
+V ?= 0
+Q := $(if $(filter 1,$(V)),,@)
+
 build/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(REL_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	@$(if $(Q),echo "  CC      $@";)
+	$(Q)$(CC) $(BASE_CFLAGS) $(REL_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 build/brokered: $(SRCS:%.c=build/%.o)
 	$(CC) $(BASE_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
@@ -61,7 +65,8 @@ helpers: $(HELPER_SRCS:tests/helpers/%.c=build/helpers/%)
 # ---- sanitizer build ----
 build-san/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(SAN_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	@$(if $(Q),echo "  CC      $@";)
+	$(Q)$(CC) $(BASE_CFLAGS) $(SAN_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 build-san/brokered: $(SRCS:%.c=build-san/%.o)
 	$(CC) $(BASE_LDFLAGS) $(SAN_LDFLAGS) -o $@ $^ $(PKG_LIBS)

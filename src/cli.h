@@ -6,6 +6,7 @@
 #pragma once
 
 int cli_run(int argc, char **argv);    /* run, sh (cli-run.c) */
+int cli_sh(int argc, char **argv);     /* sh, brokered-sh (cli-run.c) */
 int cli_doctor(int argc, char **argv); /* doctor (doctor.c) */
 
 /* cli-store.c */

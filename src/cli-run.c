@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+/* `brokered run` and `brokered sh` / `brokered-sh`: argument parsing only; run.c does the work. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "log.h"
+#include "run.h"
+
+static void run_usage(FILE *f)
+{
+	fputs("Usage: brokered run [OPTIONS] -- PROGRAM [ARG...]\n"
+	      "       brokered run [OPTIONS] -c 'STRING'\n"
+	      "       brokered sh -c 'STRING' [ARG0 [ARG...]]   (also as brokered-sh)\n"
+	      "\n"
+	      "Run a command so that every file change it makes is checked by the broker and every\n"
+	      "existing file is backed up before it changes.\n"
+	      "\n"
+	      "  --workspace DIR   writable root (default: the current directory)\n"
+	      "  --session ID      backup session (default: $BROKERED_SESSION_ID, else one per workspace)\n"
+	      "  --tool-call ID    attribution in store and audit log (default: generated)\n"
+	      "  -m, --message MSG commit message of the run's own turn (default: the command line)\n"
+	      "  --settings FILE   extra settings file\n"
+	      "  --json            machine-readable report on stderr when the command ends\n"
+	      "  -c STRING         run STRING with /bin/sh -c\n",
+	      f);
+}
+
+int cli_run(int argc, char **argv)
+{
+	enum { OPT_WORKSPACE = 256, OPT_SESSION, OPT_TOOL_CALL, OPT_SETTINGS, OPT_JSON };
+	static const struct option opts[] = {
+		{"workspace", required_argument, NULL, OPT_WORKSPACE},
+		{"session", required_argument, NULL, OPT_SESSION},
+		{"tool-call", required_argument, NULL, OPT_TOOL_CALL},
+		{"message", required_argument, NULL, 'm'},
+		{"settings", required_argument, NULL, OPT_SETTINGS},
+		{"json", no_argument, NULL, OPT_JSON},
+		{"help", no_argument, NULL, 'h'},
+		{},
+	};
+	struct run_options o = {0};
+	const char *command_string = NULL;
+	int c;
+	optind = 1;
+	/* "+" stops at the first non-option: the command's own options are not ours. */
+	while ((c = getopt_long(argc, argv, "+m:c:h", opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_WORKSPACE:
+			o.workspace = optarg;
+			break;
+		case OPT_SESSION:
+			o.session = optarg;
+			break;
+		case OPT_TOOL_CALL:
+			o.tool_call = optarg;
+			break;
+		case 'm':
+			o.message = optarg;
+			break;
+		case OPT_SETTINGS:
+			o.settings = optarg;
+			break;
+		case OPT_JSON:
+			o.json = true;
+			break;
+		case 'c':
+			command_string = optarg;
+			break;
+		case 'h':
+			run_usage(stdout);
+			return 0;
+		default:
+			run_usage(stderr);
+			return RUN_EXIT_FAILURE;
+		}
+	}
+	char **rest = argv + optind;
+	int nrest = argc - optind;
+	if (command_string) {
+		/* sh -c STRING [ARG0 [ARG...]] */
+		char **av = calloc((size_t)nrest + 4, sizeof *av);
+		if (!av)
+			return RUN_EXIT_FAILURE;
+		av[0] = (char *)"/bin/sh";
+		av[1] = (char *)"-c";
+		av[2] = (char *)command_string;
+		for (int i = 0; i < nrest; i++)
+			av[3 + i] = rest[i];
+		o.argv = av;
+		int r = run_command(&o);
+		free(av);
+		return r;
+	}
+	if (nrest == 0) {
+		log_error("No command given");
+		run_usage(stderr);
+		return RUN_EXIT_FAILURE;
+	}
+	o.argv = rest;
+	return run_command(&o);
+}
+
+/* `brokered sh ARGS...` is `/bin/sh ARGS...` under the broker: a drop-in for `sh -c`. */
+int cli_sh(int argc, char **argv)
+{
+	char **av = calloc((size_t)argc + 1, sizeof *av);
+	if (!av)
+		return RUN_EXIT_FAILURE;
+	av[0] = (char *)"/bin/sh";
+	for (int i = 1; i < argc; i++)
+		av[i] = argv[i];
+	struct run_options o = {.argv = av, .workspace = getenv("BROKERED_WORKSPACE")};
+	int r = run_command(&o);
+	free(av);
+	return r;
+}

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/* `brokered doctor`: what this kernel supports, and what would degrade without it. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "sandbox.h"
+
+static void line(bool ok, const char *what, const char *detail, const char *if_missing)
+{
+	printf("  [%s] %s", ok ? " ok " : "MISS", what);
+	if (detail && *detail)
+		printf(" (%s)", detail);
+	printf("\n");
+	if (!ok && if_missing)
+		printf("         without it: %s\n", if_missing);
+}
+
+int cli_doctor(int argc, char **argv)
+{
+	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		puts("Usage: brokered doctor\n\nPrint the kernel features brokered uses and what would degrade without them.\nExit status 0 when everything brokered needs is there, 1 otherwise.");
+		return 0;
+	}
+	struct utsname u;
+	uname(&u);
+	struct sandbox_features f;
+	sandbox_probe(&f);
+	printf("brokered doctor: %s %s %s, running as uid %d\n", u.sysname, u.release, u.machine,
+	       (int)getuid());
+	char abi[64];
+	snprintf(abi, sizeof abi, "ABI %d", f.landlock_abi);
+	printf("Required:\n");
+	line(f.landlock_abi >= 1, "Landlock", f.landlock_abi ? abi : "not enabled",
+	     "nothing stops a sandboxed process from writing; brokered refuses to run");
+	line(f.seccomp_notify, "seccomp user notification", NULL,
+	     "file changes cannot be brokered or backed up; brokered refuses to run");
+	line(f.seccomp_addfd_send, "seccomp ADDFD with FLAG_SEND (5.14)", NULL,
+	     "files opened by the broker cannot be handed to the command atomically");
+	printf("Used when present:\n");
+	line(f.landlock_abi >= 2, "Landlock REFER (ABI 2)", NULL,
+	     "renames and links in the scratch dir across directories are refused");
+	line(f.landlock_abi >= 3, "Landlock TRUNCATE (ABI 3)", NULL,
+	     "truncating a file opened read-only elsewhere is not covered by the kernel");
+	line(f.landlock_abi >= 6, "Landlock signal and abstract-socket scoping (ABI 6)", NULL,
+	     "sandboxed processes can signal processes outside and reach abstract sockets");
+	line(f.wait_killable, "SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (5.19)", NULL,
+	     "a signal during a brokered syscall may make the kernel retry an operation already done");
+	line(f.pidfd_getfd, "pidfd_getfd (5.6)", NULL, NULL);
+	line(f.openat2, "openat2 with RESOLVE_NO_MAGICLINKS (5.6)", NULL,
+	     "paths cannot be resolved safely; brokered refuses to run");
+	bool ok = f.landlock_abi >= 1 && f.seccomp_notify && f.seccomp_addfd_send && f.openat2;
+	printf("%s\n", ok ? "brokered can run here with full protection."
+			  : "brokered cannot run here with full protection (see MISS above).");
+	return ok ? 0 : 1;
+}

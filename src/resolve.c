@@ -1,0 +1,340 @@
+/* SPDX-License-Identifier: MIT */
+#include "resolve.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "basic/kernel-compat.h"
+#include "basic/macro.h"
+#include "basic/path-util.h"
+#include "basic/strbuf.h"
+#include "proc.h"
+
+#define MAX_SYMLINK_HOPS 40
+
+void resolved_done(struct resolved *r)
+{
+	r->parent_fd = safe_close(r->parent_fd);
+	r->obj_fd = safe_close(r->obj_fd);
+	free(r->name);
+	free(r->parent_real);
+	free(r->real);
+	r->name = r->parent_real = r->real = NULL;
+	r->exists = false;
+}
+
+static int openat2_path(int dirfd, const char *path, uint64_t flags, uint64_t resolve)
+{
+	struct open_how how = {.flags = flags, .resolve = resolve};
+	int fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+	return fd < 0 ? negative_errno() : fd;
+}
+
+int resolve_fd_real_path(int fd, char **ret)
+{
+	char link[64];
+	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+	size_t sz = 256;
+	for (;;) {
+		char *buf = malloc(sz);
+		if (!buf)
+			return -ENOMEM;
+		ssize_t n = readlink(link, buf, sz);
+		if (n < 0) {
+			int r = negative_errno();
+			free(buf);
+			return r;
+		}
+		if ((size_t)n < sz) {
+			buf[n] = '\0';
+			if (buf[0] != '/') { /* pipe:[..], anon_inode:..., not a path */
+				free(buf);
+				return -ENOENT;
+			}
+			*ret = buf;
+			return 0;
+		}
+		free(buf);
+		if (sz > 2 * BROKERED_PATH_MAX + 64)
+			return -ENAMETOOLONG;
+		sz *= 4;
+	}
+}
+
+/*
+ * Lexical translation of the target's self-referring names into /proc/TID/... so that the broker
+ * never follows its own /proc/self. Returns the rewritten path in out (or the path unchanged).
+ */
+static int translate_self(pid_t tid, const char *path, struct strbuf *out)
+{
+	static const struct {
+		const char *prefix;
+		const char *suffix; /* after /proc/TID */
+	} map[] = {
+		{"/proc/self", ""},          {"/proc/thread-self", ""},
+		{"/dev/fd", "/fd"},          {"/dev/stdin", "/fd/0"},
+		{"/dev/stdout", "/fd/1"},    {"/dev/stderr", "/fd/2"},
+	};
+	strbuf_reset(out);
+	for (size_t i = 0; i < ELEMENTSOF(map); i++) {
+		size_t n = strlen(map[i].prefix);
+		if (strncmp(path, map[i].prefix, n) == 0 && (path[n] == '\0' || path[n] == '/')) {
+			int r = strbuf_printf(out, "/proc/%d%s", (int)tid, map[i].suffix);
+			if (r < 0)
+				return r;
+			return strbuf_appends(out, path + n);
+		}
+	}
+	return strbuf_appends(out, path);
+}
+
+static bool fd_on_procfs(int fd)
+{
+	struct statfs sf;
+	return fstatfs(fd, &sf) == 0 && sf.f_type == PROC_SUPER_MAGIC;
+}
+
+/* Fill real/parent_real for parent_fd + name. */
+static int fill_real(struct resolved *r)
+{
+	struct stat pst;
+	if (fstat(r->parent_fd, &pst) < 0)
+		return negative_errno();
+	if (pst.st_nlink == 0) /* the directory was removed */
+		return -ENOENT;
+	int k = resolve_fd_real_path(r->parent_fd, &r->parent_real);
+	if (k < 0)
+		return k;
+	struct strbuf sb = STRBUF_INIT;
+	k = path_join(r->parent_real, r->name, &sb);
+	if (k < 0) {
+		strbuf_free(&sb);
+		return k;
+	}
+	r->real = strbuf_steal(&sb);
+	return r->real ? 0 : -ENOMEM;
+}
+
+/* The final component is a magic link under /proc: take the object it names. */
+static int resolve_magic(struct resolved *r)
+{
+	int fd = openat(r->parent_fd, r->name, O_PATH | O_CLOEXEC);
+	if (fd < 0)
+		return negative_errno();
+	r->obj_fd = fd;
+	if (fstat(fd, &r->st) < 0)
+		return negative_errno();
+	r->exists = true;
+	free(r->real);
+	r->real = NULL;
+	int k = resolve_fd_real_path(fd, &r->real);
+	if (k == -ENOENT) /* pipe, socket, anon inode: no path */
+		return 0;
+	if (k < 0)
+		return k;
+	if (r->st.st_nlink == 0 && S_ISREG(r->st.st_mode)) {
+		/* An unlinked or O_TMPFILE file: no name to back up or check. */
+		free(r->real);
+		r->real = NULL;
+	}
+	return 0;
+}
+
+/* Split at the last '/': dir part (may be "" meaning base) and final name; trailing slashes noted. */
+static int split_path(const char *path, struct strbuf *dir, char **ret_name, bool *ret_trailing)
+{
+	size_t n = strlen(path);
+	bool trailing = false;
+	while (n > 1 && path[n - 1] == '/') {
+		n--;
+		trailing = true;
+	}
+	if (n == 1 && path[0] == '/') {
+		/* The root itself: parent "/" and name "." */
+		strbuf_reset(dir);
+		int r = strbuf_appends(dir, "/");
+		if (r < 0)
+			return r;
+		*ret_name = strdup(".");
+		*ret_trailing = trailing;
+		return *ret_name ? 0 : -ENOMEM;
+	}
+	const char *end = path + n;
+	const char *slash = memrchr(path, '/', n);
+	const char *name = slash ? slash + 1 : path;
+	strbuf_reset(dir);
+	int r = 0;
+	if (slash)
+		r = strbuf_append(dir, path, slash == path ? 1 : (size_t)(slash - path));
+	if (r < 0)
+		return r;
+	*ret_name = strndup(name, (size_t)(end - name));
+	*ret_trailing = trailing;
+	return *ret_name ? 0 : -ENOMEM;
+}
+
+static int open_dir_part(int base, const char *dir, bool is_proc_target)
+{
+	const char *p = *dir ? dir : ".";
+	/* Ordinary symlinks in directory components are followed, as the kernel would; magic links
+	 * only where the path was translated to the target's /proc entry. */
+	int fd = openat2_path(base, p, O_PATH | O_DIRECTORY | O_CLOEXEC,
+			      is_proc_target ? 0 : RESOLVE_NO_MAGICLINKS);
+	return fd;
+}
+
+int resolve_path(const struct resolve_ctx *ctx, int dirfd, const char *path, unsigned flags,
+		 struct resolved *ret)
+{
+	_cleanup_strbuf_ struct strbuf cur = STRBUF_INIT, dir = STRBUF_INIT, tmp = STRBUF_INIT;
+	_cleanup_close_ int base = -1;
+	int k;
+
+	*ret = (struct resolved)RESOLVED_INIT;
+	if (!*path)
+		return -ENOENT;
+	if (strlen(path) >= BROKERED_PATH_MAX)
+		return -ENAMETOOLONG;
+	k = translate_self(ctx->tid, path, &cur);
+	if (k < 0)
+		return k;
+	if (cur.buf[0] != '/') {
+		base = proc_open_dirfd(ctx->tid, dirfd, 0);
+		if (base < 0)
+			return base;
+	}
+
+	for (int hop = 0;; hop++) {
+		bool trailing;
+		char *name = NULL;
+		k = split_path(cur.buf, &dir, &name, &trailing);
+		if (k < 0)
+			return k;
+		int start = cur.buf[0] == '/' ? ctx->root_fd : base;
+		bool proc_target = strncmp(cur.buf, "/proc/", 6) == 0;
+		int pfd = open_dir_part(start, strbuf_cstr(&dir), proc_target);
+		if (pfd < 0) {
+			free(name);
+			resolved_done(ret);
+			return pfd;
+		}
+		resolved_done(ret);
+		ret->parent_fd = pfd;
+		ret->name = name;
+		ret->trailing_slash = hop == 0 ? trailing : ret->trailing_slash || trailing;
+
+		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+			if (!(flags & RESOLVE_ALLOW_DOTDOT))
+				return -EINVAL;
+			/* Re-anchor on the directory itself: parent = its parent. */
+			int dfd = openat(pfd, name, O_PATH | O_DIRECTORY | O_CLOEXEC);
+			if (dfd < 0)
+				return negative_errno();
+			int up = openat(dfd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+			if (up < 0) {
+				int e = negative_errno();
+				close(dfd);
+				return e;
+			}
+			_cleanup_free_ char *real = NULL;
+			k = resolve_fd_real_path(dfd, &real);
+			close(dfd);
+			if (k < 0) {
+				close(up);
+				return k;
+			}
+			safe_close(ret->parent_fd);
+			ret->parent_fd = up;
+			free(ret->name);
+			const char *slash = strrchr(real, '/');
+			ret->name = strdup(slash && slash[1] ? slash + 1 : ".");
+			if (!ret->name)
+				return -ENOMEM;
+		}
+
+		k = fill_real(ret);
+		if (k < 0)
+			return k;
+		if (fstatat(ret->parent_fd, ret->name, &ret->st, AT_SYMLINK_NOFOLLOW) == 0)
+			ret->exists = true;
+		else if (errno == ENOENT)
+			ret->exists = false;
+		else
+			return negative_errno();
+
+		bool follow = (flags & RESOLVE_FOLLOW) || ret->trailing_slash;
+		if (!ret->exists || !S_ISLNK(ret->st.st_mode) || !follow)
+			break;
+
+		if (fd_on_procfs(ret->parent_fd))
+			return resolve_magic(ret);
+		if (hop >= MAX_SYMLINK_HOPS)
+			return -ELOOP;
+
+		/* Follow the symlink: read its target and resolve again from its directory. */
+		size_t lsz = (size_t)ret->st.st_size + 1;
+		if (lsz < 64)
+			lsz = 64;
+		if (lsz > BROKERED_PATH_MAX)
+			return -ENAMETOOLONG;
+		_cleanup_free_ char *target = malloc(lsz + 1);
+		if (!target)
+			return -ENOMEM;
+		ssize_t n = readlinkat(ret->parent_fd, ret->name, target, lsz);
+		if (n < 0)
+			return negative_errno();
+		if ((size_t)n >= lsz)
+			return -ENAMETOOLONG;
+		target[n] = '\0';
+		if (n == 0)
+			return -ENOENT;
+		strbuf_reset(&tmp);
+		if ((k = translate_self(ctx->tid, target, &tmp)) < 0)
+			return k;
+		if (ret->trailing_slash && (k = strbuf_appendc(&tmp, '/')) < 0)
+			return k;
+		if (tmp.buf[0] != '/') {
+			safe_close(base);
+			base = TAKE_FD(ret->parent_fd);
+		}
+		strbuf_reset(&cur);
+		if ((k = strbuf_append(&cur, tmp.buf, tmp.len)) < 0)
+			return k;
+	}
+
+	if (ret->trailing_slash && ret->exists && !S_ISDIR(ret->st.st_mode))
+		return -ENOTDIR;
+	return 0;
+}
+
+int resolve_target_fd(const struct resolve_ctx *ctx, int fd, struct resolved *ret)
+{
+	*ret = (struct resolved)RESOLVED_INIT;
+	if (fd < 0)
+		return -EBADF;
+	int ofd = proc_open_dirfd(ctx->tid, fd, 0);
+	if (ofd < 0)
+		return ofd;
+	ret->obj_fd = ofd;
+	if (fstat(ofd, &ret->st) < 0)
+		return negative_errno();
+	ret->exists = true;
+	int k = resolve_fd_real_path(ofd, &ret->real);
+	if (k == -ENOENT)
+		return 0;
+	if (k < 0)
+		return k;
+	if (ret->st.st_nlink == 0 && !S_ISDIR(ret->st.st_mode)) {
+		free(ret->real);
+		ret->real = NULL;
+	}
+	return 0;
+}

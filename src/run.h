@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT */
+/* The launcher and orchestrator of one sandboxed command (DESIGN section 2, "run"). */
+#pragma once
+
+#include <stdbool.h>
+
+struct run_options {
+	char **argv;            /* the command (argv[0] looked up in PATH) */
+	const char *workspace;  /* default: cwd */
+	const char *session;    /* default: $BROKERED_SESSION_ID, else per workspace */
+	const char *tool_call;  /* default: generated */
+	const char *message;    /* commit message of the run's own turn */
+	const char *settings;   /* extra settings file */
+	bool json;              /* machine-readable report on stderr at the end */
+};
+
+/* Run the command under the broker; returns the exit status brokered exits with. */
+int run_command(const struct run_options *o);
+
+/* Exit statuses of DESIGN section 10. */
+#define RUN_EXIT_FAILURE 125 /* brokered failed before the command started */
+#define RUN_EXIT_CANNOT_EXEC 126
+#define RUN_EXIT_NOT_FOUND 127

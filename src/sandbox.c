@@ -1,0 +1,348 @@
+/* SPDX-License-Identifier: MIT */
+#include "sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/seccomp.h>
+#include <seccomp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "basic/kernel-compat.h"
+#include "basic/macro.h"
+
+static long ll_create_ruleset(const void *attr, size_t size, uint32_t flags)
+{
+	return syscall(SYS_landlock_create_ruleset, attr, size, flags);
+}
+
+static long ll_add_rule(int fd, int type, const void *attr, uint32_t flags)
+{
+	return syscall(SYS_landlock_add_rule, fd, type, attr, flags);
+}
+
+void sandbox_probe(struct sandbox_features *f)
+{
+	*f = (struct sandbox_features){0};
+	long abi = ll_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+	f->landlock_abi = abi > 0 ? (int)abi : 0;
+
+	/* seccomp: ask the kernel whether it knows the actions and flags. */
+	uint32_t act = SECCOMP_RET_USER_NOTIF;
+	f->seccomp_notify = syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &act) == 0;
+	/* Flags are validated before the filter pointer is used: EFAULT means "known flag". */
+	errno = 0;
+	long r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+			 SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV,
+			 NULL);
+	f->wait_killable = r < 0 && errno == EFAULT;
+	struct seccomp_notif_sizes sz;
+	f->seccomp_addfd_send = f->seccomp_notify &&
+				syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sz) == 0;
+	/* ADDFD_FLAG_SEND and SYNC_WAKE_UP can only be tried on a listener; assume by version. */
+	f->sync_wake_up = f->wait_killable; /* refined at run time on the real listener */
+	errno = 0;
+	r = syscall(SYS_pidfd_getfd, -1, 0, 0);
+	f->pidfd_getfd = r < 0 && errno == EBADF;
+	errno = 0;
+	r = syscall(SYS_openat2, -1, NULL, NULL, 0);
+	f->openat2 = r < 0 && errno != ENOSYS;
+}
+
+/* Write rights per ABI, as samples/landlock/sandboxer.c does. */
+static uint64_t ll_write_rights(int abi)
+{
+	uint64_t all = LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR |
+		       LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_CHAR |
+		       LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |
+		       LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO |
+		       LANDLOCK_ACCESS_FS_MAKE_BLOCK | LANDLOCK_ACCESS_FS_MAKE_SYM |
+		       LANDLOCK_ACCESS_FS_REFER | LANDLOCK_ACCESS_FS_TRUNCATE;
+	switch (abi) {
+	case 1:
+		all &= ~LANDLOCK_ACCESS_FS_REFER;
+		/* fall through */
+	case 2:
+		all &= ~LANDLOCK_ACCESS_FS_TRUNCATE;
+		/* fall through */
+	default:
+		break;
+	}
+	/* IOCTL_DEV (ABI 5) is deliberately not handled: terminals need their ioctls, and the
+	 * dangerous tty ioctls (TIOCSTI, TIOCLINUX) are refused by the seccomp filter instead. */
+	return all;
+}
+
+static int ll_allow_path(int ruleset, const char *path, uint64_t rights, bool optional)
+{
+	_cleanup_close_ int fd = open(path, O_PATH | O_CLOEXEC);
+	if (fd < 0)
+		return optional && errno == ENOENT ? 0 : negative_errno();
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return negative_errno();
+	if (!S_ISDIR(st.st_mode)) /* a file accepts only file rights */
+		rights &= LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_TRUNCATE |
+			  LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_EXECUTE;
+	struct landlock_path_beneath_attr pb = {.allowed_access = rights, .parent_fd = fd};
+	if (ll_add_rule(ruleset, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) < 0)
+		return negative_errno();
+	return 0;
+}
+
+int sandbox_landlock_prepare(const char *scratch_dir, struct sandbox_landlock *ret,
+			     char **ret_failed_path)
+{
+	/* Device nodes a shell and common tools write to. /dev/pts covers the terminal. */
+	static const char *const devices[] = {
+		"/dev/null", "/dev/zero",  "/dev/full", "/dev/random", "/dev/urandom",
+		"/dev/tty",  "/dev/ptmx",  "/dev/pts",  "/dev/console",
+	};
+	long abi = ll_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+	if (abi < 1)
+		return -EOPNOTSUPP;
+	uint64_t fs = ll_write_rights((int)abi);
+	uint64_t scoped = abi >= 6 ? LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL : 0;
+	struct brokered_landlock_ruleset_attr attr = {.handled_access_fs = fs, .scoped = scoped};
+	size_t attr_size = abi >= 6 ? sizeof attr : sizeof attr.handled_access_fs;
+	int rs = (int)ll_create_ruleset(&attr, attr_size, 0);
+	if (rs < 0)
+		return negative_errno();
+	int k = ll_allow_path(rs, scratch_dir, fs, false);
+	if (k < 0) {
+		if (ret_failed_path)
+			*ret_failed_path = strdup(scratch_dir);
+		close(rs);
+		return k;
+	}
+	for (size_t i = 0; i < ELEMENTSOF(devices); i++) {
+		uint64_t dev_rights = LANDLOCK_ACCESS_FS_WRITE_FILE | (fs & LANDLOCK_ACCESS_FS_TRUNCATE);
+		k = ll_allow_path(rs, devices[i], dev_rights, true);
+		if (k < 0 && k != -EACCES) {
+			if (ret_failed_path)
+				*ret_failed_path = strdup(devices[i]);
+			close(rs);
+			return k;
+		}
+	}
+	*ret = (struct sandbox_landlock){.ruleset_fd = rs, .abi = (int)abi, .handled_fs = fs,
+					 .scoped = scoped};
+	return 0;
+}
+
+int sandbox_landlock_apply(const struct sandbox_landlock *ll)
+{
+	if (syscall(SYS_landlock_restrict_self, ll->ruleset_fd, 0) < 0)
+		return negative_errno();
+	return 0;
+}
+
+/* ---- seccomp ---- */
+
+#define O_TMPFILE_BIT 020000000
+
+static int rule(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned cnt,
+		const struct scmp_arg_cmp *cmp)
+{
+	int r = seccomp_rule_add_array(ctx, action, nr, cnt, cmp);
+	/* -EEXIST: the same rule twice; -EDOM/-EINVAL for numbers the library maps away. */
+	return r == -EEXIST ? 0 : r;
+}
+
+static int notify(scmp_filter_ctx ctx, int nr)
+{
+	return rule(ctx, SCMP_ACT_NOTIFY, nr, 0, NULL);
+}
+
+/* Notify when (arg & bit) != 0, for each write-ish open flag bit. */
+static int notify_open_flags(scmp_filter_ctx ctx, int nr, unsigned argno)
+{
+	static const uint64_t bits[] = {O_WRONLY, O_RDWR, O_CREAT, O_TRUNC, O_TMPFILE_BIT};
+	for (size_t i = 0; i < ELEMENTSOF(bits); i++) {
+		struct scmp_arg_cmp c = {.arg = argno, .op = SCMP_CMP_MASKED_EQ, .datum_a = bits[i],
+					 .datum_b = bits[i]};
+		int r = rule(ctx, SCMP_ACT_NOTIFY, nr, 1, &c);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int refuse(scmp_filter_ctx ctx, int nr, int err)
+{
+	return rule(ctx, SCMP_ACT_ERRNO((uint32_t)err), nr, 0, NULL);
+}
+
+/* ioctl(fd, cmd) with the low 32 bits of cmd equal to value (the kernel ignores the rest). */
+static int refuse_ioctl(scmp_filter_ctx ctx, uint64_t cmd, int err)
+{
+	struct scmp_arg_cmp c = {.arg = 1, .op = SCMP_CMP_MASKED_EQ, .datum_a = 0xffffffffULL,
+				 .datum_b = cmd & 0xffffffffULL};
+	return rule(ctx, SCMP_ACT_ERRNO((uint32_t)err), SCMP_SYS(ioctl), 1, &c);
+}
+
+static int build_rules(scmp_filter_ctx ctx)
+{
+	int r = 0;
+	/* Opens: read-only opens stay in the kernel; anything that can write, create or truncate
+	 * goes to the broker. openat2's flags are in memory the filter cannot read. */
+	if ((r = notify_open_flags(ctx, SCMP_SYS(open), 1)) < 0 ||
+	    (r = notify_open_flags(ctx, SCMP_SYS(openat), 2)) < 0)
+		return r;
+	static const int notified[] = {
+		SCMP_SYS(creat),      SCMP_SYS(openat2),     SCMP_SYS(truncate),
+		SCMP_SYS(rename),     SCMP_SYS(renameat),    SCMP_SYS(renameat2),
+		SCMP_SYS(unlink),     SCMP_SYS(unlinkat),    SCMP_SYS(rmdir),
+		SCMP_SYS(mkdir),      SCMP_SYS(mkdirat),     SCMP_SYS(mknod),
+		SCMP_SYS(mknodat),    SCMP_SYS(link),        SCMP_SYS(linkat),
+		SCMP_SYS(symlink),    SCMP_SYS(symlinkat),   SCMP_SYS(chmod),
+		SCMP_SYS(fchmod),     SCMP_SYS(fchmodat),    __NR_fchmodat2,
+		SCMP_SYS(chown),      SCMP_SYS(lchown),      SCMP_SYS(fchown),
+		SCMP_SYS(fchownat),   SCMP_SYS(utime),       SCMP_SYS(utimes),
+		SCMP_SYS(utimensat),  SCMP_SYS(futimesat),   SCMP_SYS(setxattr),
+		SCMP_SYS(lsetxattr),  SCMP_SYS(fsetxattr),   SCMP_SYS(removexattr),
+		SCMP_SYS(lremovexattr), SCMP_SYS(fremovexattr), __NR_setxattrat,
+		__NR_removexattrat,
+	};
+	for (size_t i = 0; i < ELEMENTSOF(notified); i++)
+		if ((r = notify(ctx, notified[i])) < 0)
+			return r;
+
+	/* Refused: would bypass seccomp (io_uring), change the file system view, or reach files
+	 * by handle; kernel-level escapes for a root-run command. */
+	static const int enosys[] = {SCMP_SYS(io_uring_setup), SCMP_SYS(io_uring_enter),
+				     SCMP_SYS(io_uring_register), __NR_file_setattr};
+	for (size_t i = 0; i < ELEMENTSOF(enosys); i++)
+		if ((r = refuse(ctx, enosys[i], ENOSYS)) < 0)
+			return r;
+	static const int eperm[] = {
+		SCMP_SYS(mount),        SCMP_SYS(umount2),       SCMP_SYS(chroot),
+		SCMP_SYS(pivot_root),   SCMP_SYS(open_by_handle_at), SCMP_SYS(move_mount),
+		SCMP_SYS(fsopen),       SCMP_SYS(fsconfig),      SCMP_SYS(fsmount),
+		SCMP_SYS(fspick),       SCMP_SYS(open_tree),     SCMP_SYS(mount_setattr),
+		__NR_open_tree_attr,    SCMP_SYS(userfaultfd),   SCMP_SYS(acct),
+		SCMP_SYS(swapon),       SCMP_SYS(swapoff),       SCMP_SYS(init_module),
+		SCMP_SYS(finit_module), SCMP_SYS(delete_module), SCMP_SYS(kexec_load),
+		SCMP_SYS(kexec_file_load), SCMP_SYS(name_to_handle_at),
+	};
+	for (size_t i = 0; i < ELEMENTSOF(eperm); i++)
+		if ((r = refuse(ctx, eperm[i], EPERM)) < 0)
+			return r;
+
+	/* A nested filter with its own listener could answer CONTINUE for chmod & co, which
+	 * Landlock does not cover: refuse SECCOMP_FILTER_FLAG_NEW_LISTENER. */
+	struct scmp_arg_cmp sc[2] = {
+		{.arg = 0, .op = SCMP_CMP_EQ, .datum_a = SECCOMP_SET_MODE_FILTER},
+		{.arg = 1, .op = SCMP_CMP_MASKED_EQ, .datum_a = SECCOMP_FILTER_FLAG_NEW_LISTENER,
+		 .datum_b = SECCOMP_FILTER_FLAG_NEW_LISTENER},
+	};
+	if ((r = rule(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(seccomp), 2, sc)) < 0)
+		return r;
+
+	/* Terminal input injection (the bubblewrap CVE-2017-5226 class) and inode flags. */
+	if ((r = refuse_ioctl(ctx, TIOCSTI, EPERM)) < 0 || (r = refuse_ioctl(ctx, TIOCLINUX, EPERM)) < 0 ||
+	    (r = refuse_ioctl(ctx, FS_IOC_SETFLAGS, EPERM)) < 0 ||
+	    (r = refuse_ioctl(ctx, 0x401c5820 /* FS_IOC_FSSETXATTR */, EPERM)) < 0)
+		return r;
+
+	/* Syscalls newer than this build might change files: fail closed with ENOSYS. */
+	for (int nr = BROKERED_NR_KNOWN_MAX + 1; nr < BROKERED_NR_FUTURE_LIMIT; nr++)
+		if ((r = refuse(ctx, nr, ENOSYS)) < 0)
+			return r;
+	return 0;
+}
+
+int sandbox_build_filter(struct sock_fprog *prog)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	if (!ctx)
+		return -ENOMEM;
+	int r;
+	/* Foreign ABIs (i386 int 0x80, x32) are not in the filter: they get ENOSYS. */
+	if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(ENOSYS))) < 0 ||
+	    (r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0)) < 0 ||
+	    (r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0)
+		goto out;
+	if ((r = build_rules(ctx)) < 0)
+		goto out;
+	int mfd = memfd_create("brokered-bpf", MFD_CLOEXEC);
+	if (mfd < 0) {
+		r = negative_errno();
+		goto out;
+	}
+	r = seccomp_export_bpf(ctx, mfd);
+	if (r >= 0) {
+		off_t len = lseek(mfd, 0, SEEK_END);
+		if (len <= 0 || len % (off_t)sizeof(struct sock_filter) != 0 || len > 65536 * 8) {
+			r = -EINVAL;
+		} else {
+			struct sock_filter *f = malloc((size_t)len);
+			if (!f)
+				r = -ENOMEM;
+			else if (pread(mfd, f, (size_t)len, 0) != len) {
+				free(f);
+				r = -EIO;
+			} else {
+				prog->filter = f;
+				prog->len = (unsigned short)(len / (off_t)sizeof(struct sock_filter));
+				r = 0;
+			}
+		}
+	}
+	close(mfd);
+out:
+	seccomp_release(ctx);
+	return r;
+}
+
+int sandbox_install_filter(const struct sock_fprog *prog, bool wait_killable)
+{
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return negative_errno();
+	unsigned long flags = SECCOMP_FILTER_FLAG_NEW_LISTENER;
+	if (wait_killable)
+		flags |= SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
+	long fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, prog);
+	if (fd < 0)
+		return negative_errno();
+	return (int)fd;
+}
+
+int sandbox_drop_dangerous_caps(void)
+{
+	/* Capabilities that reach below the broker: modules, raw I/O, mounts and namespaces,
+	 * device nodes, immutable flags, BPF, ptrace. File capabilities (DAC_OVERRIDE, CHOWN,
+	 * FOWNER) stay: a root user's commands keep root's file semantics, brokered. */
+	static const int caps[] = {
+		CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SYS_ADMIN,   CAP_SYS_BOOT, CAP_MKNOD,
+		CAP_LINUX_IMMUTABLE, CAP_SYS_PTRACE, CAP_MAC_ADMIN, CAP_MAC_OVERRIDE,
+		CAP_SETFCAP, CAP_AUDIT_CONTROL, 38 /* CAP_PERFMON */, 39 /* CAP_BPF */,
+		40 /* CAP_CHECKPOINT_RESTORE */,
+	};
+	if (geteuid() != 0 && getuid() != 0)
+		return 0;
+	for (size_t i = 0; i < ELEMENTSOF(caps); i++)
+		if (prctl(PR_CAPBSET_DROP, caps[i], 0, 0, 0) < 0 && errno != EINVAL)
+			return negative_errno();
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2];
+	if (syscall(SYS_capget, &h, d) < 0)
+		return negative_errno();
+	for (size_t i = 0; i < ELEMENTSOF(caps); i++) {
+		unsigned idx = (unsigned)caps[i] / 32, bit = 1u << ((unsigned)caps[i] % 32);
+		d[idx].effective &= ~bit;
+		d[idx].permitted &= ~bit;
+		d[idx].inheritable &= ~bit;
+	}
+	if (syscall(SYS_capset, &h, d) < 0)
+		return negative_errno();
+	return 0;
+}

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The sandboxed child's confinement: no_new_privs, a Landlock ruleset that denies writes everywhere
+ * but a per-run scratch dir and the device nodes a shell needs, and a seccomp filter that sends every
+ * file-changing syscall to the supervisor (DESIGN sections 1 and 3). Building the filter happens in
+ * the parent (it allocates); applying it in the child uses only raw syscalls.
+ */
+#pragma once
+
+#include <linux/filter.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct sandbox_features {
+	int landlock_abi;          /* 0: none */
+	bool landlock_errata_ok;   /* reserved for future errata checks */
+	bool seccomp_notify;       /* SECCOMP_RET_USER_NOTIF usable */
+	bool seccomp_addfd_send;   /* SECCOMP_ADDFD_FLAG_SEND (5.14) */
+	bool wait_killable;        /* SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (5.19) */
+	bool sync_wake_up;         /* SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (6.6) */
+	bool pidfd_getfd;          /* 5.6 */
+	bool openat2;              /* 5.6 */
+};
+
+/* Probe the running kernel (cheap, no side effects on this process). */
+void sandbox_probe(struct sandbox_features *f);
+
+struct sandbox_landlock {
+	int ruleset_fd;
+	int abi;
+	uint64_t handled_fs;
+	uint64_t scoped;
+};
+
+/*
+ * Create the Landlock ruleset in the parent: writable scratch_dir, the device nodes, and nothing
+ * else writable. A missing device node is skipped; a missing scratch dir is an error.
+ */
+int sandbox_landlock_prepare(const char *scratch_dir, struct sandbox_landlock *ret,
+			     char **ret_failed_path);
+/* In the child: restrict self. */
+int sandbox_landlock_apply(const struct sandbox_landlock *ll);
+
+/* The BPF program (malloc'd filter array in prog->filter). */
+int sandbox_build_filter(struct sock_fprog *prog);
+/* In the child: no_new_privs + load the filter with a new listener; returns the listener fd. */
+int sandbox_install_filter(const struct sock_fprog *prog, bool wait_killable);
+/* In the child: drop capabilities a root-run command could use to get around the broker. */
+int sandbox_drop_dangerous_caps(void);
