@@ -1,0 +1,669 @@
+/* SPDX-License-Identifier: MIT */
+#include "settings.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "basic/json-write.h"
+#include "basic/json.h"
+#include "basic/macro.h"
+#include "basic/path-util.h"
+#include "basic/strbuf.h"
+
+#define SETTINGS_STRING_MAX BROKERED_PATH_MAX
+
+/* Scalars a file may set once; present bits. */
+enum {
+	SET_SANDBOX_ENABLED = 1u << 0,
+	SET_BACKUP_ENABLED = 1u << 1,
+	SET_MAX_SIZE = 1u << 2,
+	SET_DENY_OVERSIZE = 1u << 3,
+};
+
+/* One file being loaded: its values go into a scratch struct settings, merged on success. */
+struct loader {
+	const char *name;
+	struct settings *s;
+	unsigned seen;    /* set in this file: a second time is an error */
+	unsigned present; /* set to a valid value: merged */
+	struct settings_error *err;
+};
+
+void settings_error_done(struct settings_error *e)
+{
+	if (!e)
+		return;
+	free(e->message);
+	e->message = NULL;
+}
+
+static void free_strv(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+static void settings_clear(struct settings *s)
+{
+	free_strv(s->excluded_commands, s->n_excluded_commands);
+	for (size_t i = 0; i < s->n_rules; i++)
+		free(s->rules[i].pattern);
+	free(s->rules);
+	free_strv(s->warnings, s->n_warnings);
+}
+
+void settings_free(struct settings *s)
+{
+	if (!s)
+		return;
+	settings_clear(s);
+	free(s);
+}
+
+static void settings_defaults(struct settings *s)
+{
+	*s = (struct settings){
+		.sandbox_enabled = true,
+		.backup_enabled = true,
+		.backup_max_size_mb = SETTINGS_MAX_SIZE_MB_DEFAULT,
+	};
+}
+
+int settings_new(struct settings **ret)
+{
+	struct settings *s = malloc(sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	settings_defaults(s);
+	*ret = s;
+	return 0;
+}
+
+/* ---- messages ---- */
+
+static int set_message(struct settings_error *err, struct strbuf *sb)
+{
+	if (!err)
+		return 0;
+	char *m = strbuf_steal(sb);
+	if (!m)
+		return -ENOMEM;
+	free(err->message);
+	err->message = m;
+	return 0;
+}
+
+/* err->message = "NAME: " fmt ...; returns r. */
+_printf_(3, 4) static int errorf(struct loader *l, int r, const char *fmt, ...)
+{
+	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
+	va_list ap;
+	strbuf_printf(&sb, "%s: ", l->name);
+	va_start(ap, fmt);
+	strbuf_vprintf(&sb, fmt, ap);
+	va_end(ap);
+	(void)set_message(l->err, &sb);
+	return r;
+}
+
+static int type_error(struct loader *l, const char *key, const char *want,
+		      const struct json_value *v)
+{
+	return errorf(l, -EINVAL, "%s: expected %s, got %s", key, want,
+		      json_type_name(json_type(v)));
+}
+
+static int push_str(char ***v, size_t *n, char *s)
+{
+	char **m = reallocarray(*v, *n + 1, sizeof(char *));
+	if (!m) {
+		free(s);
+		return -ENOMEM;
+	}
+	m[(*n)++] = s;
+	*v = m;
+	return 0;
+}
+
+/* A warning "NAME: what \"KEY\"", the key quoted so that odd bytes stay visible. */
+static int warn_key(struct loader *l, const char *what, const char *key)
+{
+	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
+	strbuf_printf(&sb, "%s: %s ", l->name, what);
+	json_append_string(&sb, key, strlen(key));
+	char *m = strbuf_steal(&sb);
+	if (!m)
+		return -ENOMEM;
+	return push_str(&l->s->warnings, &l->s->n_warnings, m);
+}
+
+/* ---- values ---- */
+
+/* "KEY" + suffix in k; "" after an allocation failure (the caller's next step reports it). */
+_printf_(3, 4) static const char *subkey(struct strbuf *k, const char *key, const char *fmt, ...)
+{
+	va_list ap;
+	strbuf_reset(k);
+	strbuf_appends(k, key);
+	va_start(ap, fmt);
+	strbuf_vprintf(k, fmt, ap);
+	va_end(ap);
+	return strbuf_cstr(k) ?: "";
+}
+
+static int get_string(struct loader *l, const char *key, const struct json_value *v, char **ret)
+{
+	size_t len;
+	const char *s = json_get_string(v, &len);
+	if (!s)
+		return type_error(l, key, "string", v);
+	if (len == 0)
+		return errorf(l, -EINVAL, "%s: empty string", key);
+	if (len > SETTINGS_STRING_MAX)
+		return errorf(l, -EINVAL, "%s: longer than %d bytes", key, SETTINGS_STRING_MAX);
+	char *d = strdup(s);
+	if (!d)
+		return -ENOMEM;
+	*ret = d;
+	return 0;
+}
+
+static int mark_set(struct loader *l, const char *key, unsigned bit)
+{
+	if (l->seen & bit)
+		return errorf(l, -EINVAL, "%s: set more than once", key);
+	l->seen |= bit;
+	l->present |= bit;
+	return 0;
+}
+
+static int apply_bool(struct loader *l, const char *key, const struct json_value *v, unsigned bit,
+		      bool *field)
+{
+	bool b;
+	if (json_get_bool(v, &b) < 0)
+		return type_error(l, key, "boolean", v);
+	int r = mark_set(l, key, bit);
+	if (r < 0)
+		return r;
+	*field = b;
+	return 0;
+}
+
+static uint64_t clamp_mb(double d)
+{
+	if (!(d >= SETTINGS_MAX_SIZE_MB_MIN))
+		return SETTINGS_MAX_SIZE_MB_MIN;
+	if (d >= SETTINGS_MAX_SIZE_MB_MAX)
+		return SETTINGS_MAX_SIZE_MB_MAX;
+	return (uint64_t)d; /* rounds down */
+}
+
+static int apply_max_size(struct loader *l, const char *key, const struct json_value *v)
+{
+	double d;
+	int r = mark_set(l, "sandbox.fileBackup.maxSizeMB", SET_MAX_SIZE);
+	if (r < 0)
+		return r;
+	if (json_get_double(v, &d) < 0) {
+		/* not a number: as if absent (the earlier file's value, else the default) */
+		l->present &= ~(unsigned)SET_MAX_SIZE;
+		return warn_key(l, "not a number, ignored:", key);
+	}
+	l->s->backup_max_size_mb = clamp_mb(d);
+	return 0;
+}
+
+static int apply_commands(struct loader *l, const char *key, const struct json_value *v)
+{
+	if (json_type(v) != JSON_ARRAY)
+		return type_error(l, key, "array of strings", v);
+	for (size_t i = 0; i < json_array_len(v); i++) {
+		_cleanup_strbuf_ struct strbuf k = STRBUF_INIT;
+		char *s = NULL;
+		int r = get_string(l, subkey(&k, key, "[%zu]", i), json_array_get(v, i), &s);
+		if (r < 0)
+			return r;
+		if ((r = push_str(&l->s->excluded_commands, &l->s->n_excluded_commands, s)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int check_pattern(struct loader *l, const char *key, const char *p)
+{
+	if (p[0] == '~' && p[1] != '\0' && p[1] != '/')
+		return errorf(l, -EINVAL, "%s: \"~user\" patterns are not supported", key);
+	return 0;
+}
+
+static int push_rule(struct loader *l, char *pattern, unsigned access, enum policy_decision d,
+		     const char *source)
+{
+	struct settings *s = l->s;
+	struct settings_rule *m = reallocarray(s->rules, s->n_rules + 1, sizeof(*m));
+	if (!m) {
+		free(pattern);
+		return -ENOMEM;
+	}
+	m[s->n_rules++] = (struct settings_rule){pattern, access, d, source};
+	s->rules = m;
+	return 0;
+}
+
+/* allowlist / blocklist: arrays of patterns */
+static int apply_list(struct loader *l, const char *key, const struct json_value *v,
+		      unsigned access, enum policy_decision d, const char *source)
+{
+	if (json_type(v) != JSON_ARRAY)
+		return type_error(l, key, "array of strings", v);
+	for (size_t i = 0; i < json_array_len(v); i++) {
+		_cleanup_strbuf_ struct strbuf k = STRBUF_INIT;
+		const char *ik = subkey(&k, key, "[%zu]", i);
+		char *p = NULL;
+		int r = get_string(l, ik, json_array_get(v, i), &p);
+		if (r >= 0 && (r = check_pattern(l, ik, p)) < 0)
+			free(p);
+		if (r < 0)
+			return r;
+		if ((r = push_rule(l, p, access, d, source)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int parse_access_name(struct loader *l, const char *key, const struct json_value *v,
+			     unsigned *ret)
+{
+	const char *s = json_get_string(v, NULL);
+	if (!s)
+		return type_error(l, key, "access name", v);
+	if (policy_access_from_string(s, ret) < 0)
+		return errorf(l, -EINVAL, "%s: unknown access (read, write, delete, metadata, all)",
+			      key);
+	return 0;
+}
+
+static int parse_access(struct loader *l, const char *key, const struct json_value *v,
+			unsigned *ret)
+{
+	if (!v) {
+		*ret = POLICY_ACCESS_ALL;
+		return 0;
+	}
+	if (json_type(v) == JSON_STRING)
+		return parse_access_name(l, key, v, ret);
+	if (json_type(v) != JSON_ARRAY)
+		return type_error(l, key, "string or array of strings", v);
+	if (json_array_len(v) == 0)
+		return errorf(l, -EINVAL, "%s: empty access list", key);
+	unsigned a = 0;
+	for (size_t i = 0; i < json_array_len(v); i++) {
+		unsigned bit;
+		int r = parse_access_name(l, key, json_array_get(v, i), &bit);
+		if (r < 0)
+			return r;
+		a |= bit;
+	}
+	*ret = a;
+	return 0;
+}
+
+static int warn_unknown_rule_keys(struct loader *l, const char *key, const struct json_value *v)
+{
+	_cleanup_strbuf_ struct strbuf k = STRBUF_INIT;
+	const char *name;
+	for (size_t i = 0; i < json_object_len(v); i++) {
+		json_object_member(v, i, &name, NULL);
+		if (strcmp(name, "path") == 0 || strcmp(name, "access") == 0 ||
+		    strcmp(name, "decision") == 0)
+			continue;
+		int r = warn_key(l, "unknown key", subkey(&k, key, ".%s", name));
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int parse_decision(struct loader *l, const char *key, const struct json_value *v,
+			  enum policy_decision *ret)
+{
+	const char *s = json_get_string(v, NULL);
+	if (!v)
+		return errorf(l, -EINVAL, "%s: missing", key);
+	if (!s)
+		return type_error(l, key, "string", v);
+	if (policy_decision_from_string(s, ret) < 0)
+		return errorf(l, -EINVAL, "%s: expected \"allow\", \"deny\" or \"prompt\"", key);
+	return 0;
+}
+
+static int apply_rule(struct loader *l, const char *key, const struct json_value *v)
+{
+	_cleanup_strbuf_ struct strbuf k = STRBUF_INIT;
+	_cleanup_free_ char *pattern = NULL;
+	enum policy_decision d;
+	unsigned access;
+	int r;
+
+	if (json_type(v) != JSON_OBJECT)
+		return type_error(l, key, "object", v);
+	if ((r = warn_unknown_rule_keys(l, key, v)) < 0)
+		return r;
+	const char *pk = subkey(&k, key, ".path");
+	const struct json_value *p = json_object_get(v, "path");
+	if (!p)
+		return errorf(l, -EINVAL, "%s: missing", pk);
+	if ((r = get_string(l, pk, p, &pattern)) < 0 || (r = check_pattern(l, pk, pattern)) < 0)
+		return r;
+	r = parse_access(l, subkey(&k, key, ".access"), json_object_get(v, "access"), &access);
+	if (r < 0)
+		return r;
+	r = parse_decision(l, subkey(&k, key, ".decision"), json_object_get(v, "decision"), &d);
+	if (r < 0)
+		return r;
+	return push_rule(l, TAKE_PTR(pattern), access, d, "rule");
+}
+
+static int apply_rules(struct loader *l, const char *key, const struct json_value *v)
+{
+	if (json_type(v) != JSON_ARRAY)
+		return type_error(l, key, "array of rules", v);
+	for (size_t i = 0; i < json_array_len(v); i++) {
+		_cleanup_strbuf_ struct strbuf k = STRBUF_INIT;
+		int r = apply_rule(l, subkey(&k, key, "[%zu]", i), json_array_get(v, i));
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* ---- keys ---- */
+
+static bool is_container(const char *key)
+{
+	return strcmp(key, "sandbox") == 0 || strcmp(key, "sandbox.fileBackup") == 0 ||
+	       strcmp(key, "sandbox.fileSafety") == 0;
+}
+
+static int apply_object(struct loader *l, const char *prefix, const struct json_value *obj);
+
+static int apply_leaf(struct loader *l, const char *key, const struct json_value *v)
+{
+	struct settings *s = l->s;
+	if (strcmp(key, "sandbox.enabled") == 0)
+		return apply_bool(l, key, v, SET_SANDBOX_ENABLED, &s->sandbox_enabled);
+	if (strcmp(key, "sandbox.fileBackup.enabled") == 0)
+		return apply_bool(l, key, v, SET_BACKUP_ENABLED, &s->backup_enabled);
+	if (strcmp(key, "sandbox.fileBackup.denyOversize") == 0)
+		return apply_bool(l, key, v, SET_DENY_OVERSIZE, &s->backup_deny_oversize);
+	if (strcmp(key, "sandbox.fileBackup.maxSizeMB") == 0 ||
+	    strcmp(key, "fileBackupMaxSizeMB") == 0)
+		return apply_max_size(l, key, v);
+	if (strcmp(key, "sandbox.excludedCommands") == 0)
+		return apply_commands(l, key, v);
+	if (strcmp(key, "sandbox.fileSafety.allowlist") == 0)
+		return apply_list(l, key, v, POLICY_ACCESS_MODIFY, POLICY_ALLOW, "allowlist");
+	if (strcmp(key, "sandbox.fileSafety.blocklist") == 0)
+		return apply_list(l, key, v, POLICY_ACCESS_ALL, POLICY_DENY, "blocklist");
+	if (strcmp(key, "sandbox.fileSafety.rules") == 0)
+		return apply_rules(l, key, v);
+	return warn_key(l, "unknown key", key);
+}
+
+static int apply_key(struct loader *l, const char *key, const struct json_value *v)
+{
+	if (!is_container(key))
+		return apply_leaf(l, key, v);
+	if (json_type(v) != JSON_OBJECT)
+		return type_error(l, key, "object", v);
+	return apply_object(l, key, v);
+}
+
+static int apply_object(struct loader *l, const char *prefix, const struct json_value *obj)
+{
+	for (size_t i = 0; i < json_object_len(obj); i++) {
+		_cleanup_strbuf_ struct strbuf k = STRBUF_INIT;
+		const char *name;
+		const struct json_value *v = json_object_member(obj, i, &name, NULL);
+		if (prefix && strbuf_printf(&k, "%s.", prefix) < 0)
+			return -ENOMEM;
+		if (strbuf_appends(&k, name) < 0)
+			return -ENOMEM;
+		int r = apply_key(l, k.buf, v);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* ---- merging ---- */
+
+/* Move the lists of src onto the end of dst's; no failure after the reservations. */
+static int merge(struct settings *dst, struct settings *src, unsigned present)
+{
+	char **c = reallocarray(dst->excluded_commands,
+				dst->n_excluded_commands + src->n_excluded_commands + 1, sizeof(char *));
+	if (!c)
+		return -ENOMEM;
+	dst->excluded_commands = c;
+	struct settings_rule *r =
+		reallocarray(dst->rules, dst->n_rules + src->n_rules + 1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	dst->rules = r;
+	char **w = reallocarray(dst->warnings, dst->n_warnings + src->n_warnings + 1, sizeof(char *));
+	if (!w)
+		return -ENOMEM;
+	dst->warnings = w;
+
+	if (src->n_excluded_commands)
+		memcpy(c + dst->n_excluded_commands, src->excluded_commands,
+		       src->n_excluded_commands * sizeof(char *));
+	dst->n_excluded_commands += src->n_excluded_commands;
+	src->n_excluded_commands = 0;
+	if (src->n_rules)
+		memcpy(r + dst->n_rules, src->rules, src->n_rules * sizeof(*r));
+	dst->n_rules += src->n_rules;
+	src->n_rules = 0;
+	if (src->n_warnings)
+		memcpy(w + dst->n_warnings, src->warnings, src->n_warnings * sizeof(char *));
+	dst->n_warnings += src->n_warnings;
+	src->n_warnings = 0;
+
+	if (present & SET_SANDBOX_ENABLED)
+		dst->sandbox_enabled = src->sandbox_enabled;
+	if (present & SET_BACKUP_ENABLED)
+		dst->backup_enabled = src->backup_enabled;
+	if (present & SET_MAX_SIZE)
+		dst->backup_max_size_mb = src->backup_max_size_mb;
+	if (present & SET_DENY_OVERSIZE)
+		dst->backup_deny_oversize = src->backup_deny_oversize;
+	return 0;
+}
+
+/* "NAME:LINE:COL: reason", as compilers write it, so that editors can jump there */
+static int parse_error(const char *name, int r, const struct json_error *je,
+		       struct settings_error *err)
+{
+	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
+	strbuf_printf(&sb, "%s:%u:%u: %s", name, je->line, je->column, je->reason);
+	(void)set_message(err, &sb);
+	return r == -ENOMEM || r == -E2BIG ? r : -EINVAL;
+}
+
+int settings_load_buffer(struct settings *s, const char *name, const char *buf, size_t n,
+			 struct settings_error *err)
+{
+	static const struct json_limits limits = {
+		.max_depth = 16,
+		.max_size = SETTINGS_FILE_MAX,
+		.flags = JSON_ALLOW_COMMENTS | JSON_ALLOW_TRAILING_COMMAS | JSON_ALLOW_RAW_BYTES,
+	};
+	struct settings file;
+	struct loader l = {.name = name, .s = &file, .err = err};
+	_cleanup_json_ struct json_value *v = NULL;
+	struct json_error je = {0};
+	int r;
+
+	settings_defaults(&file);
+	r = json_parse(buf, n, &limits, &v, &je);
+	if (r < 0)
+		return parse_error(name, r, &je, err);
+	if (json_type(v) != JSON_OBJECT)
+		r = errorf(&l, -EINVAL, "top level: expected object, got %s",
+			   json_type_name(json_type(v)));
+	else
+		r = apply_object(&l, NULL, v);
+	if (r >= 0)
+		r = merge(s, &file, l.present);
+	if (r == -ENOMEM && err && !err->message)
+		(void)errorf(&l, r, "out of memory");
+	settings_clear(&file);
+	return r < 0 ? r : 0;
+}
+
+/* ---- files ---- */
+
+static int file_error(const char *path, int r, const char *what, struct settings_error *err)
+{
+	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
+	char b[128];
+	strbuf_printf(&sb, "%s: %s", path, what);
+	if (r < 0)
+		strbuf_printf(&sb, ": %s", strerror_r(-r, b, sizeof(b)));
+	(void)set_message(err, &sb);
+	return r < 0 ? r : -EPERM;
+}
+
+/* The checks of doas and OpenSSH: ours or root's, not writable by others, a regular file. */
+static int check_file(const char *path, const struct stat *st, struct settings_error *err)
+{
+	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
+	if (!S_ISREG(st->st_mode))
+		return file_error(path, 0, "not a regular file, refusing it", err);
+	if (st->st_uid != geteuid() && st->st_uid != 0) {
+		strbuf_printf(&sb, "owned by uid %u, not by you or root, refusing it",
+			      (unsigned)st->st_uid);
+		return file_error(path, 0, strbuf_cstr(&sb) ?: "refused", err);
+	}
+	if (st->st_mode & (S_IWGRP | S_IWOTH)) {
+		strbuf_printf(&sb, "writable by group or others (mode %04o), refusing it",
+			      (unsigned)(st->st_mode & 07777));
+		return file_error(path, 0, strbuf_cstr(&sb) ?: "refused", err);
+	}
+	if (st->st_size > SETTINGS_FILE_MAX)
+		return file_error(path, -E2BIG, "too large", err);
+	return 0;
+}
+
+static int read_all(int fd, struct strbuf *sb)
+{
+	for (;;) {
+		int r = strbuf_reserve(sb, 65536);
+		if (r < 0)
+			return r;
+		size_t room = MIN((size_t)65536, (size_t)SETTINGS_FILE_MAX + 1 - sb->len);
+		ssize_t n = RETRY_EINTR(read(fd, sb->buf + sb->len, room));
+		if (n < 0)
+			return negative_errno();
+		if (n == 0)
+			return 0;
+		sb->len += (size_t)n;
+		sb->buf[sb->len] = '\0';
+		if (sb->len > SETTINGS_FILE_MAX) /* grew since fstat() */
+			return -E2BIG;
+	}
+}
+
+int settings_load_file(struct settings *s, const char *path, struct settings_error *err)
+{
+	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
+	struct stat st;
+	/* O_NONBLOCK: a FIFO planted as settings.json must not hang us before fstat() says no */
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0) {
+		int r = negative_errno();
+		if (r == -ENOTDIR)
+			r = -ENOENT;
+		return file_error(path, r, "cannot open", err);
+	}
+	if (fstat(fd, &st) < 0)
+		return file_error(path, negative_errno(), "cannot stat", err);
+	int r = check_file(path, &st, err);
+	if (r < 0)
+		return r;
+	if ((r = read_all(fd, &sb)) < 0)
+		return file_error(path, r, "cannot read", err);
+	return settings_load_buffer(s, path, sb.buf ? sb.buf : "", sb.len, err);
+}
+
+int settings_user_file(const char *home, const char *xdg_config_home, char **ret)
+{
+	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
+	int r;
+	/* the XDG spec: a relative $XDG_CONFIG_HOME is invalid and ignored */
+	if (xdg_config_home && xdg_config_home[0] == '/')
+		r = strbuf_printf(&sb, "%s/brokered/settings.json", xdg_config_home);
+	else if (home && home[0] == '/')
+		r = strbuf_printf(&sb, "%s/.config/brokered/settings.json", home);
+	else
+		return -ENOENT;
+	if (r < 0)
+		return r;
+	char *p = strbuf_steal(&sb);
+	if (!p)
+		return -ENOMEM;
+	*ret = p;
+	return 0;
+}
+
+int settings_workspace_file(const char *workspace, char **ret)
+{
+	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
+	int r = path_join(workspace, ".brokered/settings.json", &sb);
+	if (r < 0)
+		return r;
+	char *p = strbuf_steal(&sb);
+	if (!p)
+		return -ENOMEM;
+	*ret = p;
+	return 0;
+}
+
+static int load_optional(struct settings *s, const char *path, struct settings_error *err)
+{
+	int r = settings_load_file(s, path, err);
+	if (r == -ENOENT) {
+		settings_error_done(err);
+		return 0;
+	}
+	return r;
+}
+
+int settings_load_all(struct settings *s, const char *home, const char *xdg_config_home,
+		      const char *workspace, const char *extra, struct settings_error *err)
+{
+	_cleanup_free_ char *user = NULL, *ws = NULL;
+	int r = settings_user_file(home, xdg_config_home, &user);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	if (user && (r = load_optional(s, user, err)) < 0)
+		return r;
+	if (workspace) {
+		if ((r = settings_workspace_file(workspace, &ws)) < 0)
+			return r;
+		if ((r = load_optional(s, ws, err)) < 0)
+			return r;
+	}
+	if (extra)
+		return settings_load_file(s, extra, err);
+	return 0;
+}
