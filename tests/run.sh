@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Run every test: unit tests of both builds, then the end-to-end scripts against the release and
+# the sanitizer build, as the invoking user and (when that is root) as an unprivileged user.
+# Prints TAP per script and a final "N passed, N failed, N skipped" line; exits non-zero on failure.
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top" || exit 1
+
+pass=0 fail=0 skipped=0
+failed_names=()
+TEST_USER=${BROKERED_TEST_USER:-brokered-test}
+log_dir=$(mktemp -d /tmp/brokered-tests.XXXXXX)
+chmod 755 "$log_dir"
+
+# tally NAME FILE: count TAP lines of one script's output
+tally() {
+	local name=$1 out=$2 st=$3
+	local p f s
+	p=$(grep -cE '^ok [0-9]+' "$out" | head -1)
+	s=$(grep -cE '^ok [0-9]+ .*# SKIP' "$out" | head -1)
+	f=$(grep -cE '^not ok [0-9]+' "$out" | head -1)
+	if grep -qE '^1\.\.0 # SKIP' "$out"; then s=$((s + 1)); fi
+	p=$((p - s))
+	if [ "$st" -ne 0 ] && [ "$f" -eq 0 ]; then
+		f=1 # crashed or exited non-zero without a failing line
+		echo "not ok - $name exited with status $st" >>"$out"
+	fi
+	pass=$((pass + p)) fail=$((fail + f)) skipped=$((skipped + s))
+	if [ "$f" -gt 0 ]; then
+		failed_names+=("$name")
+		echo "FAIL $name"
+		sed 's/^/    /' "$out" | grep -vE '^    ok ' | tail -40
+	else
+		printf 'ok   %s (%d passed%s)\n' "$name" "$p" "$([ "$s" -gt 0 ] && echo ", $s skipped")"
+	fi
+}
+
+run_one() { # run_one NAME OUTFILE COMMAND...
+	local name=$1 out=$2
+	shift 2
+	timeout 600 "$@" >"$out" 2>&1 </dev/null
+	tally "$name" "$out" $?
+}
+
+echo "== unit tests"
+for t in build/unit/test-* build-san/unit/test-*; do
+	[ -x "$t" ] || continue
+	run_one "$t" "$log_dir/$(echo "$t" | tr / _).log" "$t"
+done
+
+# Fuzz targets for a bounded time when clang is there (make fuzz built them).
+if [ -d build-fuzz ]; then
+	echo "== fuzz targets (${BROKERED_FUZZ_SECONDS:-20}s each)"
+	for f in build-fuzz/fuzz-*; do
+		[ -x "$f" ] || continue
+		name=$(basename "$f")
+		corpus="fuzz/corpus/${name#fuzz-}"
+		work=$(mktemp -d)
+		[ -d "$corpus" ] && cp -r "$corpus"/. "$work"/ 2>/dev/null
+		out="$log_dir/$name.log"
+		if "$f" -max_total_time="${BROKERED_FUZZ_SECONDS:-20}" -rss_limit_mb=2048 "$work" >"$out" 2>&1; then
+			echo "ok 1 - $name: no finding" >>"$out"
+			tally "$name" "$out" 0
+		else
+			echo "not ok 1 - $name: finding (see log)" >>"$out"
+			tally "$name" "$out" 1
+		fi
+		rm -rf "$work"
+	done
+fi
+
+# Unprivileged user for the sandbox tests (root hides permission bugs).
+as_user=
+if [ "$(id -u)" -eq 0 ]; then
+	if ! id "$TEST_USER" >/dev/null 2>&1; then
+		useradd --system --create-home --shell /bin/bash "$TEST_USER" >/dev/null 2>&1 ||
+			useradd -r -m -s /bin/bash "$TEST_USER"
+	fi
+	if id "$TEST_USER" >/dev/null 2>&1; then
+		as_user=$TEST_USER
+	elif [ "${CI:-}" = true ]; then
+		echo "not ok - could not create the unprivileged test user"
+		fail=$((fail + 1))
+	fi
+fi
+
+# A copy of what the tests need, readable by the unprivileged user wherever the clone lives.
+stage=$(mktemp -d /tmp/brokered-stage.XXXXXX)
+mkdir -p "$stage/build" "$stage/build-san"
+cp -a tests "$stage/"
+for b in build build-san; do
+	[ -x "$b/brokered" ] && cp "$b/brokered" "$stage/$b/" && ln -sf brokered "$stage/$b/brokered-sh"
+	[ -d "$b/helpers" ] && cp -r "$b/helpers" "$stage/$b/"
+done
+chmod -R a+rX "$stage"
+
+scripts=()
+if [ $# -gt 0 ]; then scripts=("$@"); else
+	for s in tests/e2e/t[0-9]*.sh; do scripts+=("$s"); done
+fi
+
+for build in build build-san; do
+	bin="$stage/$build/brokered"
+	[ -x "$bin" ] || continue
+	echo "== end-to-end tests: $build"
+	for s in "${scripts[@]}"; do
+		name=$(basename "$s" .sh)
+		san_env=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1)
+		run_one "$build/$name (uid $(id -u))" "$log_dir/$build-$name-root.log" \
+			env "${san_env[@]}" BROKERED="$bin" HELPERS="$stage/$build/helpers" bash "$stage/tests/e2e/$name.sh"
+		if [ -n "$as_user" ]; then
+			run_one "$build/$name ($as_user)" "$log_dir/$build-$name-user.log" \
+				runuser -u "$as_user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$(getent passwd "$as_user" | cut -d: -f6)" \
+				CI="${CI:-}" LANG=C.UTF-8 "${san_env[@]}" BROKERED="$bin" HELPERS="$stage/$build/helpers" \
+				bash "$stage/tests/e2e/$name.sh"
+		fi
+	done
+done
+rm -rf "$stage"
+
+echo
+if [ ${#failed_names[@]} -gt 0 ]; then
+	echo "failed: ${failed_names[*]}"
+	echo "logs: $log_dir"
+else
+	rm -rf "$log_dir"
+fi
+echo "$pass passed, $fail failed, $skipped skipped"
+[ "$fail" -eq 0 ]
