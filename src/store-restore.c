@@ -468,7 +468,7 @@ static int create_by_rename(struct applier *a, int pfd, const char *name,
 		struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT},
 					 {.tv_sec = pre->mtime_ns / 1000000000,
 					  .tv_nsec = pre->mtime_ns % 1000000000}};
-		(void)fchownat(pfd, tmp, pre->uid, pre->gid, AT_SYMLINK_NOFOLLOW);
+		(void)!fchownat(pfd, tmp, pre->uid, pre->gid, AT_SYMLINK_NOFOLLOW);
 		(void)utimensat(pfd, tmp, ts, AT_SYMLINK_NOFOLLOW);
 	}
 	if (r >= 0)
@@ -505,7 +505,7 @@ static int create_item(struct applier *a, const struct store_plan_item *it)
 		return mkdirat(pfd, name, 0700) < 0 ? negative_errno() : 0;
 	if (mknodat(pfd, name, pre->mode, (dev_t)pre->rdev) < 0)
 		return negative_errno();
-	(void)fchownat(pfd, name, pre->uid, pre->gid, AT_SYMLINK_NOFOLLOW);
+	(void)!fchownat(pfd, name, pre->uid, pre->gid, AT_SYMLINK_NOFOLLOW);
 	return fchmodat(pfd, name, pre->mode & 07777, 0) < 0 ? negative_errno() : 0;
 }
 

@@ -629,6 +629,9 @@ static int turn_attach(struct store *s, const struct store_options *o, const cha
 	int r = t->id && (!call || t->call) ? 0 : -ENOMEM;
 	if (r >= 0 && (t->dir_fd = open_dir_at(s->turns_fd, id)) < 0)
 		r = t->dir_fd;
+	/* Shared while a run uses the turn: `log` tells running from interrupted turns by it. */
+	if (r >= 0 && RETRY_EINTR(flock(t->dir_fd, LOCK_SH)) < 0)
+		r = negative_errno();
 	if (r >= 0) {
 		t->manifest_fd = openat(t->dir_fd, "manifest",
 					O_CREAT | O_RDWR | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -852,7 +855,7 @@ static int manifest_append(struct store_turn *t, const char *line, size_t n)
 		ssize_t k = RETRY_EINTR(write(fd, sb.buf, sb.len));
 		if (k != (ssize_t)sb.len) {
 			r = k < 0 ? negative_errno() : -ENOSPC;
-			(void)ftruncate(fd, st.st_size);
+			(void)!ftruncate(fd, st.st_size);
 		}
 	}
 	strbuf_free(&sb);
@@ -1383,6 +1386,10 @@ int store_turn_info_get(struct store *s, const char *id, struct store_turn_info 
 	int r = meta_read(tfd, &m);
 	if (r < 0)
 		return r;
+	if (!m.committed) {
+		m.running = flock(tfd, LOCK_EX | LOCK_NB) < 0;
+		(void)flock(tfd, LOCK_UN);
+	}
 	struct store_record *v;
 	size_t n;
 	if ((r = store_turn_records(s, id, &v, &n)) >= 0) {
@@ -1534,6 +1541,7 @@ int store_turn_commit(struct store_turn *t, const char *message)
 	if (!t)
 		return -EINVAL;
 	int r = store_sync(t);
+	(void)flock(t->dir_fd, LOCK_UN);
 	if (r >= 0)
 		r = commit_dir(t->store, t->id, message);
 	store_turn_free(t);

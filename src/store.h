@@ -137,6 +137,7 @@ struct store_turn_info {
 	char *id, *message;
 	bool committed;
 	bool current; /* the session's explicitly begun turn (`turn begin`) */
+	bool running; /* open and a live process holds it; open and not running: interrupted */
 	int64_t begin_ns, commit_ns;
 	uint64_t max_size_bytes; /* 0: not set by `turn begin` */
 	size_t n_paths;
