@@ -529,6 +529,17 @@ static int do_open(struct broker *b, const struct broker_req *q, struct broker_r
 			if (S_ISDIR(res->st.st_mode))
 				return acc != O_RDONLY ? -EISDIR : (creat ? -EISDIR : -EISDIR);
 			int fd = open_special(res->parent_fd, res->name, oflags);
+			if (fd == -ENXIO && S_ISFIFO(res->st.st_mode) && !(q->flags & O_NONBLOCK)) {
+				/* Natively this blocks until a reader comes; the broker must not. */
+				fd = openat(res->parent_fd, res->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+				if (fd < 0)
+					return negative_errno();
+				resp->kind = BROKER_RESP_DEFER;
+				resp->fd = fd;
+				resp->cloexec = q->flags & O_CLOEXEC;
+				resp->defer_flags = oflags & ~O_NOFOLLOW;
+				return 0;
+			}
 			if (fd < 0)
 				return fd;
 			resp->kind = BROKER_RESP_FD;

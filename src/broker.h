@@ -69,6 +69,8 @@ enum broker_resp_kind {
 	BROKER_RESP_VALUE,    /* value = syscall result */
 	BROKER_RESP_CONTINUE, /* let the kernel run the syscall (Landlock decides) */
 	BROKER_RESP_FD,       /* install fd in the target (ADDFD + SEND) */
+	BROKER_RESP_DEFER,    /* a FIFO with no reader yet: fd is an O_PATH fd of it; the supervisor
+			       * retries a non-blocking open with defer_flags until it succeeds */
 };
 
 struct broker_resp {
@@ -76,6 +78,7 @@ struct broker_resp {
 	int64_t value;
 	int fd;             /* owned by the response */
 	bool cloexec;
+	int defer_flags;
 	/* For BROKER_RESP_FD: a file the broker created, removed again if the fd cannot be
 	 * installed (the target vanished). */
 	int created_parent_fd;

@@ -265,7 +265,8 @@ static int supervise(struct run_state *rs, struct supervisor *sv, struct audit *
 			{.fd = rs->listener_hup ? -1 : rs->listener, .events = POLLIN},
 			{.fd = sfd, .events = POLLIN},
 		};
-		int n = poll(pfd, 2, killing ? 20 : 250);
+		int waiting = supervisor_retry_deferred(sv);
+		int n = poll(pfd, 2, waiting ? 5 : killing ? 20 : 250);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

@@ -6,12 +6,14 @@
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <seccomp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <unistd.h>
 #include <utime.h>
 
 #include "basic/kernel-compat.h"
@@ -23,8 +25,19 @@
 #define XATTR_NAME_MAX_ 255
 #define XATTR_SIZE_MAX_ 65536
 
+struct deferred {
+	uint64_t id;
+	int fd; /* O_PATH fd of the FIFO */
+	int flags;
+	bool cloexec;
+};
+
+#define MAX_DEFERRED 256
+
 struct supervisor {
 	int listener;
+	struct deferred deferred[MAX_DEFERRED];
+	size_t n_deferred;
 	struct broker *broker;
 	struct seccomp_notif *req;
 	struct seccomp_notif_resp *resp;
@@ -61,6 +74,8 @@ void supervisor_free(struct supervisor *s)
 {
 	if (!s)
 		return;
+	for (size_t i = 0; i < s->n_deferred; i++)
+		safe_close(s->deferred[i].fd);
 	seccomp_notify_free(s->req, s->resp);
 	free(s->path1);
 	free(s->path2);
@@ -476,6 +491,60 @@ static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid,
 #undef NAME
 }
 
+static void respond(struct supervisor *s, uint64_t id, int64_t val, int32_t err, uint32_t flags);
+
+/* Install fd in the target as the syscall's result. -errno if the target did not get it. */
+static int send_fd(struct supervisor *s, uint64_t id, int fd, bool cloexec)
+{
+	struct seccomp_notif_addfd addfd = {
+		.id = id,
+		.flags = SECCOMP_ADDFD_FLAG_SEND,
+		.srcfd = (uint32_t)fd,
+		.newfd = 0,
+		.newfd_flags = cloexec ? O_CLOEXEC : 0,
+	};
+	if (ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &addfd) < 0) {
+		int e = errno;
+		if (e != ENOENT && e != ESRCH)
+			respond(s, id, 0, -e, 0);
+		return -e;
+	}
+	return 0;
+}
+
+int supervisor_retry_deferred(struct supervisor *s)
+{
+	for (size_t i = 0; i < s->n_deferred;) {
+		struct deferred *d = &s->deferred[i];
+		bool done = true;
+		if (seccomp_notify_id_valid(s->listener, d->id) == 0) {
+			char p[64];
+			snprintf(p, sizeof p, "/proc/self/fd/%d", d->fd);
+			int fd = open(p, d->flags | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+			if (fd < 0 && errno == ENXIO) {
+				done = false; /* still no reader */
+			} else if (fd < 0) {
+				respond(s, d->id, 0, -errno, 0);
+			} else {
+				if (!(d->flags & O_NONBLOCK)) {
+					int fl = fcntl(fd, F_GETFL);
+					if (fl >= 0)
+						(void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+				}
+				(void)send_fd(s, d->id, fd, d->cloexec);
+				close(fd);
+			}
+		}
+		if (done) {
+			safe_close(d->fd);
+			s->deferred[i] = s->deferred[--s->n_deferred];
+		} else {
+			i++;
+		}
+	}
+	return (int)s->n_deferred;
+}
+
 static void respond(struct supervisor *s, uint64_t id, int64_t val, int32_t err, uint32_t flags)
 {
 	struct seccomp_notif_resp *resp = s->resp;
@@ -521,24 +590,19 @@ int supervisor_handle_one(struct supervisor *s)
 	case BROKER_RESP_VALUE:
 		respond(s, id, br.value, 0, 0);
 		break;
-	case BROKER_RESP_FD: {
-		struct seccomp_notif_addfd addfd = {
-			.id = id,
-			.flags = SECCOMP_ADDFD_FLAG_SEND,
-			.srcfd = (uint32_t)br.fd,
-			.newfd = 0,
-			.newfd_flags = br.cloexec ? O_CLOEXEC : 0,
-		};
-		int k = ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &addfd);
-		if (k < 0) {
-			int e = errno;
-			/* The target never got the file: a file we created for it goes again. */
+	case BROKER_RESP_FD:
+		/* The target never got the file: a file we created for it goes again. */
+		if (send_fd(s, id, br.fd, br.cloexec) < 0)
 			broker_undo_creation(s->broker, &br);
-			if (e != ENOENT && e != ESRCH)
-				respond(s, id, 0, -e, 0);
-		}
 		break;
-	}
+	case BROKER_RESP_DEFER:
+		if (s->n_deferred >= MAX_DEFERRED) {
+			respond(s, id, 0, -EAGAIN, 0);
+			break;
+		}
+		s->deferred[s->n_deferred++] = (struct deferred){
+			.id = id, .fd = TAKE_FD(br.fd), .flags = br.defer_flags, .cloexec = br.cloexec};
+		break;
 	case BROKER_RESP_ERROR:
 	default:
 		respond(s, id, 0, (int32_t)(br.value < 0 ? br.value : -EPERM), 0);

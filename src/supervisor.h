@@ -14,3 +14,5 @@ void supervisor_free(struct supervisor *s);
 /* Receive and answer one notification (the listener was readable). Failures inside a
  * notification become that syscall's error; only a broken listener is returned (-errno). */
 int supervisor_handle_one(struct supervisor *s);
+/* Retry deferred opens (FIFOs waiting for a reader). Returns how many are still waiting. */
+int supervisor_retry_deferred(struct supervisor *s);
