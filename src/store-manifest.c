@@ -245,12 +245,10 @@ static int record_set(struct store_record *rec, const char *key, const char *v, 
 	return r < 0 ? -EBADMSG : 0;
 }
 
-/* A record must be self-consistent: a path, and content only where the kind has one. */
+/* A record must be self-consistent. (Post-states of files have no hash: stat only.) */
 static bool record_valid(const struct store_record *r)
 {
 	if (!r->path || r->path[0] != '/')
-		return false;
-	if (r->kind == STORE_KIND_FILE && !r->hash[0] && !r->not_backed_up && r->size > 0)
 		return false;
 	if (r->kind == STORE_KIND_SYMLINK && !r->target)
 		return false;

@@ -148,7 +148,7 @@ static enum store_action action_for(struct store *s, const struct store_record *
 	case STORE_KIND_ABSENT:
 		return exists ? STORE_ACTION_REMOVE : STORE_ACTION_NONE;
 	case STORE_KIND_FILE:
-		if (pre->not_backed_up)
+		if (pre->not_backed_up || !pre->hash[0])
 			return STORE_ACTION_LOST;
 		if (exists && S_ISREG(st.st_mode) && file_matches(s, pre, &st))
 			return STORE_ACTION_NONE;
