@@ -12,10 +12,10 @@
 #include "settings.h"
 
 struct prule {
-	char *pattern;      /* absolute, normalised; may hold wildcards */
+	char *pattern;	    /* absolute, normalised; may hold wildcards */
 	size_t specificity; /* bytes before the first wildcard, trailing '/' not counted */
-	bool literal;       /* no wildcard: a plain prefix test */
-	bool secret;        /* built-in default: loses ties against user rules */
+	bool literal;	    /* no wildcard: a plain prefix test */
+	bool secret;	    /* built-in default: loses ties against user rules */
 	unsigned access;
 	enum policy_decision decision;
 	char *reason;
@@ -46,33 +46,33 @@ struct verdict {
 };
 
 static const char *const shell_startup[] = {
-	".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc",
-	".zprofile", ".zshenv",      ".zlogin",     ".zlogout",     ".config/fish",
+    ".bashrc",	 ".bash_profile", ".bash_login", ".bash_logout", ".profile",	 ".zshrc",
+    ".zprofile", ".zshenv",	  ".zlogin",	 ".zlogout",	 ".config/fish",
 };
 
 static const char *const secrets[] = {
-	".ssh",
-	".gnupg",
-	".aws",
-	".azure",
-	".kube",
-	".docker/config.json",
-	".config/gh",
-	".config/gcloud",
-	".config/hub",
-	".netrc",
-	".git-credentials",
-	".password-store",
-	".npmrc",
-	".pypirc",
-	".cargo/credentials",
-	".cargo/credentials.toml",
-	".gem/credentials",
-	".local/share/keyrings",
-	".pki",
-	".mozilla",
-	".config/google-chrome",
-	".config/chromium",
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".kube",
+    ".docker/config.json",
+    ".config/gh",
+    ".config/gcloud",
+    ".config/hub",
+    ".netrc",
+    ".git-credentials",
+    ".password-store",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".gem/credentials",
+    ".local/share/keyrings",
+    ".pki",
+    ".mozilla",
+    ".config/google-chrome",
+    ".config/chromium",
 };
 
 /* ---- names ---- */
@@ -107,9 +107,9 @@ int policy_access_from_string(const char *s, unsigned *ret)
 		const char *name;
 		unsigned bits;
 	} names[] = {
-		{"read", POLICY_ACCESS_READ},         {"write", POLICY_ACCESS_WRITE},
-		{"delete", POLICY_ACCESS_DELETE},     {"metadata", POLICY_ACCESS_METADATA},
-		{"all", POLICY_ACCESS_ALL},
+	    {"read", POLICY_ACCESS_READ},     {"write", POLICY_ACCESS_WRITE},
+	    {"delete", POLICY_ACCESS_DELETE}, {"metadata", POLICY_ACCESS_METADATA},
+	    {"all", POLICY_ACCESS_ALL},
 	};
 	for (size_t i = 0; s && i < ELEMENTSOF(names); i++)
 		if (strcmp(s, names[i].name) == 0) {
@@ -281,14 +281,14 @@ static int expand_pattern(const struct policy *p, const char *pattern, struct st
 	return c ? path_normalise(c, out) : -ENOMEM;
 }
 
-static int push_rule(struct policy *p, const char *pattern, unsigned access,
-		     enum policy_decision d, bool secret, const char *reason_prefix,
-		     struct policy_error *err)
+static int push_rule(struct policy *p, const char *pattern, unsigned access, enum policy_decision d,
+		     bool secret, const char *reason_prefix, struct policy_error *err)
 {
 	_cleanup_strbuf_ struct strbuf abs = STRBUF_INIT, reason = STRBUF_INIT;
 	int r = expand_pattern(p, pattern, &abs);
 	if (r == -ENOENT)
-		return policy_errorf(err, -EINVAL, "pattern \"%s\" needs a home directory", pattern);
+		return policy_errorf(err, -EINVAL, "pattern \"%s\" needs a home directory",
+				     pattern);
 	if (r == -EINVAL)
 		return policy_errorf(err, r, "pattern \"%s\": \"~user\" is not supported", pattern);
 	if (r < 0 || (r = strbuf_printf(&reason, "%s%s", reason_prefix, pattern)) < 0)
@@ -299,11 +299,11 @@ static int push_rule(struct policy *p, const char *pattern, unsigned access,
 	p->rules = m;
 	size_t wild = strcspn(abs.buf, "*?");
 	struct prule nr = {
-		.literal = abs.buf[wild] == '\0',
-		.specificity = wild > 1 && abs.buf[wild - 1] == '/' ? wild - 1 : wild,
-		.secret = secret,
-		.access = access,
-		.decision = d,
+	    .literal = abs.buf[wild] == '\0',
+	    .specificity = wild > 1 && abs.buf[wild - 1] == '/' ? wild - 1 : wild,
+	    .secret = secret,
+	    .access = access,
+	    .decision = d,
 	};
 	nr.pattern = strbuf_steal(&abs);
 	nr.reason = strbuf_steal(&reason);
@@ -430,7 +430,8 @@ static int build_read_restricted(struct policy *p)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < p->n_rules; i++)
-		n += (p->rules[i].access & POLICY_ACCESS_READ) && p->rules[i].decision != POLICY_ALLOW;
+		n += (p->rules[i].access & POLICY_ACCESS_READ) &&
+		     p->rules[i].decision != POLICY_ALLOW;
 	if (n == 0)
 		return 0;
 	char **v = calloc(n, sizeof(char *));
@@ -531,7 +532,8 @@ static struct verdict git_protection(const struct policy *p, const char *path, u
 		if (*after == '\0') {
 			/* creating or replacing a repository (or a "gitdir:" file) */
 			if (bit == POLICY_ACCESS_WRITE)
-				v = worse(v, (struct verdict){POLICY_PROMPT, "protected:git-config"});
+				v = worse(v,
+					  (struct verdict){POLICY_PROMPT, "protected:git-config"});
 		} else
 			v = worse(v, git_after(after, bit));
 	}
@@ -547,7 +549,8 @@ static struct verdict protection(const struct policy *p, const char *path, unsig
 		if (path_is_under(path, x->path))
 			return (struct verdict){POLICY_DENY, x->reason};
 		/* replacing an ancestor would swap the protected tree for another in one rename */
-		if ((bit & (POLICY_ACCESS_WRITE | POLICY_ACCESS_DELETE)) && path_is_under(x->path, path))
+		if ((bit & (POLICY_ACCESS_WRITE | POLICY_ACCESS_DELETE)) &&
+		    path_is_under(x->path, path))
 			return (struct verdict){POLICY_DENY, x->reason};
 	}
 	return git_protection(p, path, bit);

@@ -59,8 +59,8 @@
 
 enum policy_access {
 	POLICY_ACCESS_READ = 1u << 0,
-	POLICY_ACCESS_WRITE = 1u << 1, /* create, modify content, rename onto, link/symlink at */
-	POLICY_ACCESS_DELETE = 1u << 2, /* unlink, rmdir, rename away */
+	POLICY_ACCESS_WRITE = 1u << 1,	  /* create, modify content, rename onto, link/symlink at */
+	POLICY_ACCESS_DELETE = 1u << 2,	  /* unlink, rmdir, rename away */
 	POLICY_ACCESS_METADATA = 1u << 3, /* chmod, chown, utimes, xattrs */
 	POLICY_ACCESS_ALL = (1u << 4) - 1,
 	POLICY_ACCESS_MODIFY = POLICY_ACCESS_WRITE | POLICY_ACCESS_DELETE | POLICY_ACCESS_METADATA,

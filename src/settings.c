@@ -30,7 +30,7 @@ enum {
 struct loader {
 	const char *name;
 	struct settings *s;
-	unsigned seen;    /* set in this file: a second time is an error */
+	unsigned seen;	  /* set in this file: a second time is an error */
 	unsigned present; /* set to a valid value: merged */
 	struct settings_error *err;
 };
@@ -70,9 +70,9 @@ void settings_free(struct settings *s)
 static void settings_defaults(struct settings *s)
 {
 	*s = (struct settings){
-		.sandbox_enabled = true,
-		.backup_enabled = true,
-		.backup_max_size_mb = SETTINGS_MAX_SIZE_MB_DEFAULT,
+	    .sandbox_enabled = true,
+	    .backup_enabled = true,
+	    .backup_max_size_mb = SETTINGS_MAX_SIZE_MB_DEFAULT,
 	};
 }
 
@@ -449,17 +449,19 @@ static int apply_object(struct loader *l, const char *prefix, const struct json_
 /* Move the lists of src onto the end of dst's; no failure after the reservations. */
 static int merge(struct settings *dst, struct settings *src, unsigned present)
 {
-	char **c = reallocarray(dst->excluded_commands,
-				dst->n_excluded_commands + src->n_excluded_commands + 1, sizeof(char *));
+	char **c =
+	    reallocarray(dst->excluded_commands,
+			 dst->n_excluded_commands + src->n_excluded_commands + 1, sizeof(char *));
 	if (!c)
 		return -ENOMEM;
 	dst->excluded_commands = c;
 	struct settings_rule *r =
-		reallocarray(dst->rules, dst->n_rules + src->n_rules + 1, sizeof(*r));
+	    reallocarray(dst->rules, dst->n_rules + src->n_rules + 1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
 	dst->rules = r;
-	char **w = reallocarray(dst->warnings, dst->n_warnings + src->n_warnings + 1, sizeof(char *));
+	char **w =
+	    reallocarray(dst->warnings, dst->n_warnings + src->n_warnings + 1, sizeof(char *));
 	if (!w)
 		return -ENOMEM;
 	dst->warnings = w;
@@ -503,9 +505,9 @@ int settings_load_buffer(struct settings *s, const char *name, const char *buf, 
 			 struct settings_error *err)
 {
 	static const struct json_limits limits = {
-		.max_depth = 16,
-		.max_size = SETTINGS_FILE_MAX,
-		.flags = JSON_ALLOW_COMMENTS | JSON_ALLOW_TRAILING_COMMAS | JSON_ALLOW_RAW_BYTES,
+	    .max_depth = 16,
+	    .max_size = SETTINGS_FILE_MAX,
+	    .flags = JSON_ALLOW_COMMENTS | JSON_ALLOW_TRAILING_COMMAS | JSON_ALLOW_RAW_BYTES,
 	};
 	struct settings file;
 	struct loader l = {.name = name, .s = &file, .err = err};

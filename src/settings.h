@@ -44,16 +44,16 @@
 
 #include "policy.h"
 
-#define SETTINGS_FILE_MAX (1024 * 1024)
-#define SETTINGS_MAX_SIZE_MB_MIN 1
-#define SETTINGS_MAX_SIZE_MB_MAX 1024
+#define SETTINGS_FILE_MAX	     (1024 * 1024)
+#define SETTINGS_MAX_SIZE_MB_MIN     1
+#define SETTINGS_MAX_SIZE_MB_MAX     1024
 #define SETTINGS_MAX_SIZE_MB_DEFAULT 10
 
 struct settings_rule {
-	char *pattern;                 /* as written: "~/.ssh", "build", "/etc/hosts" */
-	unsigned access;               /* POLICY_ACCESS_* */
+	char *pattern;	 /* as written: "~/.ssh", "build", "/etc/hosts" */
+	unsigned access; /* POLICY_ACCESS_* */
 	enum policy_decision decision;
-	const char *source;            /* "rule", "allowlist" or "blocklist" (static) */
+	const char *source; /* "rule", "allowlist" or "blocklist" (static) */
 };
 
 struct settings {

@@ -646,10 +646,12 @@ static void fill_error(const struct parser *p, int r, struct json_error *err)
 			col++;
 	}
 	*err = (struct json_error){
-		.offset = p->err_pos,
-		.line = line,
-		.column = col,
-		.reason = p->reason ? p->reason : r == -ENOMEM ? "out of memory" : "invalid JSON",
+	    .offset = p->err_pos,
+	    .line = line,
+	    .column = col,
+	    .reason = p->reason	     ? p->reason
+		      : r == -ENOMEM ? "out of memory"
+				     : "invalid JSON",
 	};
 }
 
@@ -658,10 +660,10 @@ int json_parse(const char *buf, size_t n, const struct json_limits *limits, stru
 {
 	struct json_limits l = limits ? *limits : (struct json_limits){0};
 	struct parser p = {
-		.buf = buf,
-		.n = n,
-		.max_depth = MIN(l.max_depth ? l.max_depth : JSON_DEPTH_DEFAULT, JSON_DEPTH_MAX),
-		.flags = l.flags,
+	    .buf = buf,
+	    .n = n,
+	    .max_depth = MIN(l.max_depth ? l.max_depth : JSON_DEPTH_DEFAULT, JSON_DEPTH_MAX),
+	    .flags = l.flags,
 	};
 	size_t max_size = l.max_size ? l.max_size : JSON_SIZE_DEFAULT;
 	struct json_value *v = NULL;

@@ -34,24 +34,24 @@ enum json_type {
 };
 
 enum json_flags {
-	JSON_ALLOW_COMMENTS = 1u << 0,        /* // line and block comments where whitespace may be */
+	JSON_ALLOW_COMMENTS = 1u << 0, /* // line and block comments where whitespace may be */
 	JSON_ALLOW_TRAILING_COMMAS = 1u << 1, /* [1,2,] and {"a":1,} */
-	JSON_ALLOW_RAW_BYTES = 1u << 2,       /* raw bytes >= 0x80 in strings need not be UTF-8 */
+	JSON_ALLOW_RAW_BYTES = 1u << 2,	      /* raw bytes >= 0x80 in strings need not be UTF-8 */
 };
 
 #define JSON_DEPTH_DEFAULT 32
-#define JSON_DEPTH_MAX 256 /* hard cap: the parser recurses once per level */
-#define JSON_SIZE_DEFAULT (1024 * 1024)
+#define JSON_DEPTH_MAX	   256 /* hard cap: the parser recurses once per level */
+#define JSON_SIZE_DEFAULT  (1024 * 1024)
 
 struct json_limits {
 	unsigned max_depth; /* arrays/objects nested deeper are refused; 0: JSON_DEPTH_DEFAULT */
 	size_t max_size;    /* longer input is refused; 0: JSON_SIZE_DEFAULT */
-	unsigned flags;     /* enum json_flags */
+	unsigned flags;	    /* enum json_flags */
 };
 
 struct json_error {
-	size_t offset;      /* byte offset of the problem */
-	unsigned line;      /* 1-based */
+	size_t offset;	    /* byte offset of the problem */
+	unsigned line;	    /* 1-based */
 	unsigned column;    /* 1-based, in bytes */
 	const char *reason; /* static string, e.g. "unterminated string" */
 };

@@ -14,63 +14,63 @@
 struct syntax_case {
 	const char *in;
 	unsigned flags;
-	int r;              /* expected return */
+	int r;		    /* expected return */
 	const char *reason; /* expected reason when r < 0 */
 	unsigned line, col; /* expected position when r < 0 (0: do not check) */
 };
 
 static const struct syntax_case syntax_cases[] = {
-	{"null", 0, 0, NULL, 0, 0},
-	{" \t\r\n true \n", 0, 0, NULL, 0, 0},
-	{"[1, -2, 3.5, 1e3, -0, 0.0e-0]", 0, 0, NULL, 0, 0},
-	{"{\"a\":{\"b\":[{}, []]}}", 0, 0, NULL, 0, 0},
-	{"\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"", 0, 0, NULL, 0, 0},
-	{"", 0, -EINVAL, "unexpected end of input", 1, 1},
-	{"   ", 0, -EINVAL, "unexpected end of input", 1, 4},
-	{"[1,]", 0, -EINVAL, "trailing comma", 1, 4},
-	{"{\"a\":1,}", 0, -EINVAL, "trailing comma", 1, 8},
-	{"[1,]", JSON_ALLOW_TRAILING_COMMAS, 0, NULL, 0, 0},
-	{"{\"a\":1,}", JSON_ALLOW_TRAILING_COMMAS, 0, NULL, 0, 0},
-	{"[,]", JSON_ALLOW_TRAILING_COMMAS, -EINVAL, "unexpected character", 1, 2},
-	{"[1,,2]", JSON_ALLOW_TRAILING_COMMAS, -EINVAL, "unexpected character", 1, 4},
-	{"// c\n{\"a\":1 /* x */}", 0, -EINVAL, "unexpected character", 1, 1},
-	{"// c\n{\"a\":1 /* x */}", JSON_ALLOW_COMMENTS, 0, NULL, 0, 0},
-	{"{\"a\":1 /* x ", JSON_ALLOW_COMMENTS, -EINVAL, "unterminated comment", 1, 8},
-	{"1 // end", JSON_ALLOW_COMMENTS, 0, NULL, 0, 0},
-	{"{\"a\":1\n,\"a\":2}", 0, -EINVAL, "duplicate key", 2, 2},
-	{"{\"a\":1,\"b\":2,\"c\":{\"a\":1}}", 0, 0, NULL, 0, 0},
-	{"{\"a\" 1}", 0, -EINVAL, "':' expected", 1, 6},
-	{"{1:2}", 0, -EINVAL, "string key expected", 1, 2},
-	{"[1 2]", 0, -EINVAL, "',' or ']' expected", 1, 4},
-	{"{\"a\":1 \"b\":2}", 0, -EINVAL, "',' or '}' expected", 1, 8},
-	{"[1] x", 0, -EINVAL, "trailing data after JSON value", 1, 5},
-	{"\"abc", 0, -EINVAL, "unterminated string", 1, 1},
-	{"\"a\nb\"", 0, -EINVAL, "control character in string", 1, 3},
-	{"\"\\x\"", 0, -EINVAL, "invalid escape", 1, 2},
-	{"\"\\u12zz\"", 0, -EINVAL, "invalid \\u escape", 1, 6},
-	{"\"\\u12", 0, -EINVAL, "truncated \\u escape", 1, 4},
-	{"\"\\u0000\"", 0, -EINVAL, "\\u0000 not allowed in strings", 1, 2},
-	{"\"\\ud800\"", 0, -EINVAL, "lone high surrogate", 1, 2},
-	{"\"\\ud800\\u0041\"", 0, -EINVAL, "lone high surrogate", 1, 2},
-	{"\"\\udc00\"", 0, -EINVAL, "lone low surrogate", 1, 2},
-	{"\"\\ud83d\\ude00\"", 0, 0, NULL, 0, 0},
-	{"\"\xc3\xa9\"", 0, 0, NULL, 0, 0},
-	{"\"\xff\"", 0, -EINVAL, "invalid UTF-8 in string", 1, 2},
-	{"\"\xc0\xaf\"", 0, -EINVAL, "invalid UTF-8 in string", 1, 2},      /* overlong '/' */
-	{"\"\xed\xa0\x80\"", 0, -EINVAL, "invalid UTF-8 in string", 1, 2},  /* raw surrogate */
-	{"\"\xff\xfe\"", JSON_ALLOW_RAW_BYTES, 0, NULL, 0, 0},
-	{"01", 0, -EINVAL, "leading zero in number", 1, 2},
-	{"-", 0, -EINVAL, "invalid number", 1, 2},
-	{"+1", 0, -EINVAL, "unexpected character", 1, 1},
-	{"1.", 0, -EINVAL, "digit expected after '.'", 1, 3},
-	{".5", 0, -EINVAL, "unexpected character", 1, 1},
-	{"1e", 0, -EINVAL, "digit expected in exponent", 1, 3},
-	{"1e400", 0, -ERANGE, "number out of range", 1, 1},
-	{"NaN", 0, -EINVAL, "unexpected character", 1, 1},
-	{"-Infinity", 0, -EINVAL, "invalid number", 1, 2},
-	{"tru", 0, -EINVAL, "unexpected character", 1, 1},
-	{"nulll", 0, -EINVAL, "trailing data after JSON value", 1, 5},
-	{"\xef\xbb\xbf{}", 0, -EINVAL, "unexpected character", 1, 1}, /* no BOM (RFC 8259 8.1) */
+    {"null", 0, 0, NULL, 0, 0},
+    {" \t\r\n true \n", 0, 0, NULL, 0, 0},
+    {"[1, -2, 3.5, 1e3, -0, 0.0e-0]", 0, 0, NULL, 0, 0},
+    {"{\"a\":{\"b\":[{}, []]}}", 0, 0, NULL, 0, 0},
+    {"\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"", 0, 0, NULL, 0, 0},
+    {"", 0, -EINVAL, "unexpected end of input", 1, 1},
+    {"   ", 0, -EINVAL, "unexpected end of input", 1, 4},
+    {"[1,]", 0, -EINVAL, "trailing comma", 1, 4},
+    {"{\"a\":1,}", 0, -EINVAL, "trailing comma", 1, 8},
+    {"[1,]", JSON_ALLOW_TRAILING_COMMAS, 0, NULL, 0, 0},
+    {"{\"a\":1,}", JSON_ALLOW_TRAILING_COMMAS, 0, NULL, 0, 0},
+    {"[,]", JSON_ALLOW_TRAILING_COMMAS, -EINVAL, "unexpected character", 1, 2},
+    {"[1,,2]", JSON_ALLOW_TRAILING_COMMAS, -EINVAL, "unexpected character", 1, 4},
+    {"// c\n{\"a\":1 /* x */}", 0, -EINVAL, "unexpected character", 1, 1},
+    {"// c\n{\"a\":1 /* x */}", JSON_ALLOW_COMMENTS, 0, NULL, 0, 0},
+    {"{\"a\":1 /* x ", JSON_ALLOW_COMMENTS, -EINVAL, "unterminated comment", 1, 8},
+    {"1 // end", JSON_ALLOW_COMMENTS, 0, NULL, 0, 0},
+    {"{\"a\":1\n,\"a\":2}", 0, -EINVAL, "duplicate key", 2, 2},
+    {"{\"a\":1,\"b\":2,\"c\":{\"a\":1}}", 0, 0, NULL, 0, 0},
+    {"{\"a\" 1}", 0, -EINVAL, "':' expected", 1, 6},
+    {"{1:2}", 0, -EINVAL, "string key expected", 1, 2},
+    {"[1 2]", 0, -EINVAL, "',' or ']' expected", 1, 4},
+    {"{\"a\":1 \"b\":2}", 0, -EINVAL, "',' or '}' expected", 1, 8},
+    {"[1] x", 0, -EINVAL, "trailing data after JSON value", 1, 5},
+    {"\"abc", 0, -EINVAL, "unterminated string", 1, 1},
+    {"\"a\nb\"", 0, -EINVAL, "control character in string", 1, 3},
+    {"\"\\x\"", 0, -EINVAL, "invalid escape", 1, 2},
+    {"\"\\u12zz\"", 0, -EINVAL, "invalid \\u escape", 1, 6},
+    {"\"\\u12", 0, -EINVAL, "truncated \\u escape", 1, 4},
+    {"\"\\u0000\"", 0, -EINVAL, "\\u0000 not allowed in strings", 1, 2},
+    {"\"\\ud800\"", 0, -EINVAL, "lone high surrogate", 1, 2},
+    {"\"\\ud800\\u0041\"", 0, -EINVAL, "lone high surrogate", 1, 2},
+    {"\"\\udc00\"", 0, -EINVAL, "lone low surrogate", 1, 2},
+    {"\"\\ud83d\\ude00\"", 0, 0, NULL, 0, 0},
+    {"\"\xc3\xa9\"", 0, 0, NULL, 0, 0},
+    {"\"\xff\"", 0, -EINVAL, "invalid UTF-8 in string", 1, 2},
+    {"\"\xc0\xaf\"", 0, -EINVAL, "invalid UTF-8 in string", 1, 2},     /* overlong '/' */
+    {"\"\xed\xa0\x80\"", 0, -EINVAL, "invalid UTF-8 in string", 1, 2}, /* raw surrogate */
+    {"\"\xff\xfe\"", JSON_ALLOW_RAW_BYTES, 0, NULL, 0, 0},
+    {"01", 0, -EINVAL, "leading zero in number", 1, 2},
+    {"-", 0, -EINVAL, "invalid number", 1, 2},
+    {"+1", 0, -EINVAL, "unexpected character", 1, 1},
+    {"1.", 0, -EINVAL, "digit expected after '.'", 1, 3},
+    {".5", 0, -EINVAL, "unexpected character", 1, 1},
+    {"1e", 0, -EINVAL, "digit expected in exponent", 1, 3},
+    {"1e400", 0, -ERANGE, "number out of range", 1, 1},
+    {"NaN", 0, -EINVAL, "unexpected character", 1, 1},
+    {"-Infinity", 0, -EINVAL, "invalid number", 1, 2},
+    {"tru", 0, -EINVAL, "unexpected character", 1, 1},
+    {"nulll", 0, -EINVAL, "trailing data after JSON value", 1, 5},
+    {"\xef\xbb\xbf{}", 0, -EINVAL, "unexpected character", 1, 1}, /* no BOM (RFC 8259 8.1) */
 };
 
 static void test_syntax_table(void)
@@ -114,16 +114,16 @@ static void test_numbers(void)
 		int64_t i;
 		int get_int_r;
 	} cases[] = {
-		{"0", JSON_INT, 0, 0},
-		{"-0", JSON_INT, 0, 0},
-		{"9223372036854775807", JSON_INT, INT64_MAX, 0},
-		{"-9223372036854775808", JSON_INT, INT64_MIN, 0},
-		{"9223372036854775808", JSON_DOUBLE, 0, -ERANGE},
-		{"-9223372036854775809", JSON_DOUBLE, 0, 0}, /* rounds to -2^63 exactly */
-		{"10.0", JSON_DOUBLE, 10, 0},
-		{"1e3", JSON_DOUBLE, 1000, 0},
-		{"2.5", JSON_DOUBLE, 0, -ERANGE},
-		{"1e300", JSON_DOUBLE, 0, -ERANGE},
+	    {"0", JSON_INT, 0, 0},
+	    {"-0", JSON_INT, 0, 0},
+	    {"9223372036854775807", JSON_INT, INT64_MAX, 0},
+	    {"-9223372036854775808", JSON_INT, INT64_MIN, 0},
+	    {"9223372036854775808", JSON_DOUBLE, 0, -ERANGE},
+	    {"-9223372036854775809", JSON_DOUBLE, 0, 0}, /* rounds to -2^63 exactly */
+	    {"10.0", JSON_DOUBLE, 10, 0},
+	    {"1e3", JSON_DOUBLE, 1000, 0},
+	    {"2.5", JSON_DOUBLE, 0, -ERANGE},
+	    {"1e300", JSON_DOUBLE, 0, -ERANGE},
 	};
 	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
 		_cleanup_json_ struct json_value *v = parse_ok(cases[i].in);
@@ -143,10 +143,11 @@ static void test_numbers(void)
 static void test_strings(void)
 {
 	_cleanup_json_ struct json_value *v =
-		parse_ok("[\"a\\u00e9\\ud83d\\ude00\\n\", \"/tmp/x y\", \"\"]");
+	    parse_ok("[\"a\\u00e9\\ud83d\\ude00\\n\", \"/tmp/x y\", \"\"]");
 	size_t n = 99;
 	const char *s = json_get_string(json_array_get(v, 0), &n);
-	ok(s && n == 8 && memcmp(s, "a\xc3\xa9\xf0\x9f\x98\x80\n", 8) == 0, "escapes decode to UTF-8");
+	ok(s && n == 8 && memcmp(s, "a\xc3\xa9\xf0\x9f\x98\x80\n", 8) == 0,
+	   "escapes decode to UTF-8");
 	s = json_get_string(json_array_get(v, 1), &n);
 	ok(s && n == 8 && strcmp(s, "/tmp/x y") == 0, "plain string");
 	s = json_get_string(json_array_get(v, 2), &n);
@@ -173,7 +174,7 @@ static void test_strings(void)
 static void test_objects(void)
 {
 	_cleanup_json_ struct json_value *v =
-		parse_ok("{\"z\":1,\"a\":true,\"m\":null,\"ab\":\"s\",\"a.b\":[1,2]}");
+	    parse_ok("{\"z\":1,\"a\":true,\"m\":null,\"ab\":\"s\",\"a.b\":[1,2]}");
 	bool b = false;
 	int64_t i = 0;
 	ok(json_object_len(v) == 5, "object length");
@@ -243,7 +244,8 @@ static void test_big_object(void)
 	struct json_value *v = NULL;
 	ok(json_parse(sb.buf, sb.len, NULL, &v, NULL) == 0, "50000 keys");
 	int64_t x = 0;
-	ok(json_get_int64(json_object_get(v, "k31337"), &x) == 0 && x == 31337, "lookup in big object");
+	ok(json_get_int64(json_object_get(v, "k31337"), &x) == 0 && x == 31337,
+	   "lookup in big object");
 	json_free(v);
 	v = NULL;
 	sb.len--;

@@ -13,10 +13,10 @@
 #pragma GCC diagnostic ignored "-Wshadow"
 #include "tap.h"
 
-#define HOME "/home/u"
-#define WS HOME "/proj"
+#define HOME	"/home/u"
+#define WS	HOME "/proj"
 #define SCRATCH "/tmp/brokered-run"
-#define STATE HOME "/.local/state/brokered"
+#define STATE	HOME "/.local/state/brokered"
 
 enum {
 	R = POLICY_ACCESS_READ,
@@ -43,7 +43,8 @@ static void run_table(const struct policy *p, const char *name, const struct che
 		if (!ok(d == t[i].want && reason && strcmp(reason, t[i].reason) == 0,
 			"%s[%zu] %s %#x → %s %s", name, i, esc.len ? esc.buf : "", t[i].access,
 			policy_decision_name(t[i].want), t[i].reason))
-			printf("#   got: %s %s\n", policy_decision_name(d), reason ? reason : "(null)");
+			printf("#   got: %s %s\n", policy_decision_name(d),
+			       reason ? reason : "(null)");
 		strbuf_free(&esc);
 	}
 }
@@ -67,88 +68,88 @@ static struct policy *make_policy(const char *json)
 }
 
 static const struct check defaults[] = {
-	{WS "/src/a.c", W, POLICY_ALLOW, "default:workspace"},
-	{WS "/src/a.c", A, POLICY_ALLOW, "default:workspace"},
-	{WS, M, POLICY_ALLOW, "default:workspace"},
-	{"/etc/passwd", R, POLICY_ALLOW, "default:read"},
-	{"/etc/passwd", W, POLICY_DENY, "default:read-only"},
-	{"/etc/passwd", R | W, POLICY_DENY, "default:read-only"},
-	{"/etc/passwd", D, POLICY_DENY, "default:read-only"},
-	{"/etc/passwd", M, POLICY_DENY, "default:read-only"},
-	{SCRATCH "/x", W, POLICY_ALLOW, "default:scratch"},
-	{SCRATCH, D, POLICY_ALLOW, "default:scratch"},
-	{"/tmp/brokered-runx", W, POLICY_DENY, "default:read-only"},
-	{HOME "/notes.txt", W, POLICY_DENY, "default:read-only"},
-	/* secrets: neither readable nor writable, on component boundaries */
-	{HOME "/.ssh/id_rsa", R, POLICY_DENY, "default:secret:~/.ssh"},
-	{HOME "/.ssh", R, POLICY_DENY, "default:secret:~/.ssh"},
-	{HOME "/.ssh/authorized_keys", W, POLICY_DENY, "default:secret:~/.ssh"},
-	{HOME "/.sshx", R, POLICY_ALLOW, "default:read"},
-	{HOME "/.docker/config.json", R, POLICY_DENY, "default:secret:~/.docker/config.json"},
-	{HOME "/.docker/other", R, POLICY_ALLOW, "default:read"},
-	{HOME "/.netrc", R, POLICY_DENY, "default:secret:~/.netrc"},
-	{HOME "/.config/gh/hosts.yml", R, POLICY_DENY, "default:secret:~/.config/gh"},
-	{STATE "/sessions/s/x", R, POLICY_DENY, "default:secret:" STATE},
-	/* protections: reads pass, changes never */
-	{HOME "/.bashrc", R, POLICY_ALLOW, "default:read"},
-	{HOME "/.bashrc", W, POLICY_DENY, "protected:shell-startup"},
-	{HOME "/.zshenv", M, POLICY_DENY, "protected:shell-startup"},
-	{HOME "/.profile", D, POLICY_DENY, "protected:shell-startup"},
-	{HOME "/.config/fish/config.fish", W, POLICY_DENY, "protected:shell-startup"},
-	{HOME "/.config/brokered/settings.json", W, POLICY_DENY, "protected:brokered-settings"},
-	{HOME "/.config/brokered/settings.json", R, POLICY_ALLOW, "default:read"},
-	{WS "/.brokered/settings.json", W, POLICY_DENY, "protected:brokered-settings"},
-	{WS "/.brokered/settings.json", R, POLICY_ALLOW, "default:workspace"},
-	{WS "/.brokered", D, POLICY_DENY, "protected:brokered-settings"},
-	{WS "/.brokeredx", W, POLICY_ALLOW, "default:workspace"},
-	{STATE "/sessions/s/x", W, POLICY_DENY, "protected:state-dir"},
-	/* replacing an ancestor of a protected path */
-	{WS, W, POLICY_DENY, "protected:brokered-settings"},
-	{WS, D, POLICY_DENY, "protected:brokered-settings"},
-	{"/", W, POLICY_DENY, "protected:shell-startup"},
-	/* git */
-	{WS "/.git/hooks/pre-commit", W, POLICY_DENY, "protected:git-hooks"},
-	{WS "/.git/hooks/pre-commit", M, POLICY_DENY, "protected:git-hooks"},
-	{WS "/.git/hooks/pre-commit", D, POLICY_ALLOW, "default:workspace"},
-	{WS "/.git/hooks/pre-commit", R, POLICY_ALLOW, "default:workspace"},
-	{WS "/.git/hooks", W, POLICY_DENY, "protected:git-hooks"},
-	{WS "/.git/config", W, POLICY_PROMPT, "protected:git-config"},
-	{WS "/.git/config", R | W, POLICY_PROMPT, "protected:git-config"},
-	{WS "/.git/config", D, POLICY_ALLOW, "default:workspace"},
-	{WS "/.git/config.worktree", W, POLICY_PROMPT, "protected:git-config"},
-	{WS "/.git/config.lock", W, POLICY_ALLOW, "default:workspace"},
-	{WS "/.git", W, POLICY_PROMPT, "protected:git-config"},
-	{WS "/.git", D, POLICY_ALLOW, "default:workspace"},
-	{WS "/.git/objects/ab/cdef", W, POLICY_ALLOW, "default:workspace"},
-	{WS "/.git/refs/heads/hooks", W, POLICY_ALLOW, "default:workspace"},
-	{WS "/sub/.git/config", W, POLICY_PROMPT, "protected:git-config"},
-	{WS "/sub/.git/hooks/x", W, POLICY_DENY, "protected:git-hooks"},
-	{WS "/.git/modules/lib/hooks/post-checkout", W, POLICY_DENY, "protected:git-hooks"},
-	{WS "/.git/modules/a/b/hooks/x", W, POLICY_DENY, "protected:git-hooks"},
-	{WS "/.git/modules/lib/config", W, POLICY_PROMPT, "protected:git-config"},
-	{WS "/.git/modules", W, POLICY_PROMPT, "protected:git-config"},
-	{WS "/.gitx/config", W, POLICY_ALLOW, "default:workspace"},
-	{WS "/x.git/hooks/a", W, POLICY_ALLOW, "default:workspace"},
-	{SCRATCH "/repo/.git/config", W, POLICY_ALLOW, "default:scratch"},
-	{SCRATCH "/repo/.git/hooks/pre-commit", W, POLICY_ALLOW, "default:scratch"},
-	{HOME "/other/.git/config", W, POLICY_DENY, "default:read-only"},
-	/* errors and hostile names */
-	{"relative/path", R, POLICY_DENY, "error:relative-path"},
-	{"", R, POLICY_DENY, "error:relative-path"},
-	{WS "/a", 0, POLICY_DENY, "error:invalid-access"},
-	{WS "/a", 1u << 4, POLICY_DENY, "error:invalid-access"},
-	{WS "/../.ssh/id_rsa", R, POLICY_DENY, "default:secret:~/.ssh"},
-	{HOME "//proj/./a", W, POLICY_ALLOW, "default:workspace"},
-	{WS "/../../../../../etc/passwd", W, POLICY_DENY, "default:read-only"},
-	{WS "/a/..", W, POLICY_DENY, "protected:brokered-settings"},
-	{WS "/a/", W, POLICY_ALLOW, "default:workspace"},
-	{WS "/a\nb", W, POLICY_ALLOW, "default:workspace"},
-	{WS "/tab\there", W, POLICY_ALLOW, "default:workspace"},
-	{WS "/\xff\xfe\x80", W, POLICY_ALLOW, "default:workspace"},
-	{WS "/.git\n/config", W, POLICY_ALLOW, "default:workspace"},
-	{HOME "/.ssh\n", R, POLICY_ALLOW, "default:read"},
-	{WS "/...", W, POLICY_ALLOW, "default:workspace"},
-	{WS "/.../.git/config", W, POLICY_PROMPT, "protected:git-config"},
+    {WS "/src/a.c", W, POLICY_ALLOW, "default:workspace"},
+    {WS "/src/a.c", A, POLICY_ALLOW, "default:workspace"},
+    {WS, M, POLICY_ALLOW, "default:workspace"},
+    {"/etc/passwd", R, POLICY_ALLOW, "default:read"},
+    {"/etc/passwd", W, POLICY_DENY, "default:read-only"},
+    {"/etc/passwd", R | W, POLICY_DENY, "default:read-only"},
+    {"/etc/passwd", D, POLICY_DENY, "default:read-only"},
+    {"/etc/passwd", M, POLICY_DENY, "default:read-only"},
+    {SCRATCH "/x", W, POLICY_ALLOW, "default:scratch"},
+    {SCRATCH, D, POLICY_ALLOW, "default:scratch"},
+    {"/tmp/brokered-runx", W, POLICY_DENY, "default:read-only"},
+    {HOME "/notes.txt", W, POLICY_DENY, "default:read-only"},
+    /* secrets: neither readable nor writable, on component boundaries */
+    {HOME "/.ssh/id_rsa", R, POLICY_DENY, "default:secret:~/.ssh"},
+    {HOME "/.ssh", R, POLICY_DENY, "default:secret:~/.ssh"},
+    {HOME "/.ssh/authorized_keys", W, POLICY_DENY, "default:secret:~/.ssh"},
+    {HOME "/.sshx", R, POLICY_ALLOW, "default:read"},
+    {HOME "/.docker/config.json", R, POLICY_DENY, "default:secret:~/.docker/config.json"},
+    {HOME "/.docker/other", R, POLICY_ALLOW, "default:read"},
+    {HOME "/.netrc", R, POLICY_DENY, "default:secret:~/.netrc"},
+    {HOME "/.config/gh/hosts.yml", R, POLICY_DENY, "default:secret:~/.config/gh"},
+    {STATE "/sessions/s/x", R, POLICY_DENY, "default:secret:" STATE},
+    /* protections: reads pass, changes never */
+    {HOME "/.bashrc", R, POLICY_ALLOW, "default:read"},
+    {HOME "/.bashrc", W, POLICY_DENY, "protected:shell-startup"},
+    {HOME "/.zshenv", M, POLICY_DENY, "protected:shell-startup"},
+    {HOME "/.profile", D, POLICY_DENY, "protected:shell-startup"},
+    {HOME "/.config/fish/config.fish", W, POLICY_DENY, "protected:shell-startup"},
+    {HOME "/.config/brokered/settings.json", W, POLICY_DENY, "protected:brokered-settings"},
+    {HOME "/.config/brokered/settings.json", R, POLICY_ALLOW, "default:read"},
+    {WS "/.brokered/settings.json", W, POLICY_DENY, "protected:brokered-settings"},
+    {WS "/.brokered/settings.json", R, POLICY_ALLOW, "default:workspace"},
+    {WS "/.brokered", D, POLICY_DENY, "protected:brokered-settings"},
+    {WS "/.brokeredx", W, POLICY_ALLOW, "default:workspace"},
+    {STATE "/sessions/s/x", W, POLICY_DENY, "protected:state-dir"},
+    /* replacing an ancestor of a protected path */
+    {WS, W, POLICY_DENY, "protected:brokered-settings"},
+    {WS, D, POLICY_DENY, "protected:brokered-settings"},
+    {"/", W, POLICY_DENY, "protected:shell-startup"},
+    /* git */
+    {WS "/.git/hooks/pre-commit", W, POLICY_DENY, "protected:git-hooks"},
+    {WS "/.git/hooks/pre-commit", M, POLICY_DENY, "protected:git-hooks"},
+    {WS "/.git/hooks/pre-commit", D, POLICY_ALLOW, "default:workspace"},
+    {WS "/.git/hooks/pre-commit", R, POLICY_ALLOW, "default:workspace"},
+    {WS "/.git/hooks", W, POLICY_DENY, "protected:git-hooks"},
+    {WS "/.git/config", W, POLICY_PROMPT, "protected:git-config"},
+    {WS "/.git/config", R | W, POLICY_PROMPT, "protected:git-config"},
+    {WS "/.git/config", D, POLICY_ALLOW, "default:workspace"},
+    {WS "/.git/config.worktree", W, POLICY_PROMPT, "protected:git-config"},
+    {WS "/.git/config.lock", W, POLICY_ALLOW, "default:workspace"},
+    {WS "/.git", W, POLICY_PROMPT, "protected:git-config"},
+    {WS "/.git", D, POLICY_ALLOW, "default:workspace"},
+    {WS "/.git/objects/ab/cdef", W, POLICY_ALLOW, "default:workspace"},
+    {WS "/.git/refs/heads/hooks", W, POLICY_ALLOW, "default:workspace"},
+    {WS "/sub/.git/config", W, POLICY_PROMPT, "protected:git-config"},
+    {WS "/sub/.git/hooks/x", W, POLICY_DENY, "protected:git-hooks"},
+    {WS "/.git/modules/lib/hooks/post-checkout", W, POLICY_DENY, "protected:git-hooks"},
+    {WS "/.git/modules/a/b/hooks/x", W, POLICY_DENY, "protected:git-hooks"},
+    {WS "/.git/modules/lib/config", W, POLICY_PROMPT, "protected:git-config"},
+    {WS "/.git/modules", W, POLICY_PROMPT, "protected:git-config"},
+    {WS "/.gitx/config", W, POLICY_ALLOW, "default:workspace"},
+    {WS "/x.git/hooks/a", W, POLICY_ALLOW, "default:workspace"},
+    {SCRATCH "/repo/.git/config", W, POLICY_ALLOW, "default:scratch"},
+    {SCRATCH "/repo/.git/hooks/pre-commit", W, POLICY_ALLOW, "default:scratch"},
+    {HOME "/other/.git/config", W, POLICY_DENY, "default:read-only"},
+    /* errors and hostile names */
+    {"relative/path", R, POLICY_DENY, "error:relative-path"},
+    {"", R, POLICY_DENY, "error:relative-path"},
+    {WS "/a", 0, POLICY_DENY, "error:invalid-access"},
+    {WS "/a", 1u << 4, POLICY_DENY, "error:invalid-access"},
+    {WS "/../.ssh/id_rsa", R, POLICY_DENY, "default:secret:~/.ssh"},
+    {HOME "//proj/./a", W, POLICY_ALLOW, "default:workspace"},
+    {WS "/../../../../../etc/passwd", W, POLICY_DENY, "default:read-only"},
+    {WS "/a/..", W, POLICY_DENY, "protected:brokered-settings"},
+    {WS "/a/", W, POLICY_ALLOW, "default:workspace"},
+    {WS "/a\nb", W, POLICY_ALLOW, "default:workspace"},
+    {WS "/tab\there", W, POLICY_ALLOW, "default:workspace"},
+    {WS "/\xff\xfe\x80", W, POLICY_ALLOW, "default:workspace"},
+    {WS "/.git\n/config", W, POLICY_ALLOW, "default:workspace"},
+    {HOME "/.ssh\n", R, POLICY_ALLOW, "default:read"},
+    {WS "/...", W, POLICY_ALLOW, "default:workspace"},
+    {WS "/.../.git/config", W, POLICY_PROMPT, "protected:git-config"},
 };
 
 static void test_defaults(void)
@@ -172,83 +173,85 @@ static void test_defaults(void)
 	policy_free(p);
 }
 
-static const char rules_json[] = "{\n"
-	"  // comments are fine in settings files\n"
-	"  \"sandbox\": {\"fileSafety\": {\n"
-	"    \"allowlist\": [\"~/notes\", \"/srv/data/*.csv\", \"~\", \"~/.config\"],\n"
-	"    \"blocklist\": [\"secrets\", \"~/proj/vendor/**/private\"],\n"
-	"    \"rules\": [\n"
-	"      {\"path\": \"~/proj/secrets/public\", \"access\": [\"read\"], \"decision\": \"allow\"},\n"
-	"      {\"path\": \"~/.aws/config\", \"access\": \"read\", \"decision\": \"allow\"},\n"
-	"      {\"path\": \"~/.kube/**\", \"access\": \"read\", \"decision\": \"allow\"},\n"
-	"      {\"path\": \"~/.config/brokered\", \"decision\": \"allow\"},\n"
-	"      {\"path\": \"~/.bashrc\", \"decision\": \"allow\"},\n"
-	"      {\"path\": \"~/proj/.git\", \"decision\": \"allow\"},\n"
-	"      {\"path\": \"" STATE "\", \"decision\": \"allow\"},\n"
-	"      {\"path\": \"build\", \"access\": \"write\", \"decision\": \"deny\"},\n"
-	"      {\"path\": \"build\", \"access\": \"write\", \"decision\": \"allow\"},\n"
-	"      {\"path\": \"gen/*\", \"access\": \"write\", \"decision\": \"allow\"},\n"
-	"      {\"path\": \"gen/*\", \"access\": \"write\", \"decision\": \"prompt\"},\n"
-	"      {\"path\": \"~/docs/**\", \"access\": \"write\", \"decision\": \"prompt\"},\n"
-	"      {\"path\": \"?.txt\", \"access\": [\"write\", \"delete\"], \"decision\": \"deny\"},\n"
-	"      {\"path\": \"/opt/x/**/y/**/z\", \"access\": \"write\", \"decision\": \"allow\"},\n"
-	"      {\"path\": \"/var/*a*a*a*a*a*b\", \"access\": \"write\", \"decision\": \"allow\"},\n"
-	"    ],\n"
-	"  }},\n"
-	"}\n";
+static const char rules_json[] =
+    "{\n"
+    "  // comments are fine in settings files\n"
+    "  \"sandbox\": {\"fileSafety\": {\n"
+    "    \"allowlist\": [\"~/notes\", \"/srv/data/*.csv\", \"~\", \"~/.config\"],\n"
+    "    \"blocklist\": [\"secrets\", \"~/proj/vendor/**/private\"],\n"
+    "    \"rules\": [\n"
+    "      {\"path\": \"~/proj/secrets/public\", \"access\": [\"read\"], \"decision\": "
+    "\"allow\"},\n"
+    "      {\"path\": \"~/.aws/config\", \"access\": \"read\", \"decision\": \"allow\"},\n"
+    "      {\"path\": \"~/.kube/**\", \"access\": \"read\", \"decision\": \"allow\"},\n"
+    "      {\"path\": \"~/.config/brokered\", \"decision\": \"allow\"},\n"
+    "      {\"path\": \"~/.bashrc\", \"decision\": \"allow\"},\n"
+    "      {\"path\": \"~/proj/.git\", \"decision\": \"allow\"},\n"
+    "      {\"path\": \"" STATE "\", \"decision\": \"allow\"},\n"
+    "      {\"path\": \"build\", \"access\": \"write\", \"decision\": \"deny\"},\n"
+    "      {\"path\": \"build\", \"access\": \"write\", \"decision\": \"allow\"},\n"
+    "      {\"path\": \"gen/*\", \"access\": \"write\", \"decision\": \"allow\"},\n"
+    "      {\"path\": \"gen/*\", \"access\": \"write\", \"decision\": \"prompt\"},\n"
+    "      {\"path\": \"~/docs/**\", \"access\": \"write\", \"decision\": \"prompt\"},\n"
+    "      {\"path\": \"?.txt\", \"access\": [\"write\", \"delete\"], \"decision\": \"deny\"},\n"
+    "      {\"path\": \"/opt/x/**/y/**/z\", \"access\": \"write\", \"decision\": \"allow\"},\n"
+    "      {\"path\": \"/var/*a*a*a*a*a*b\", \"access\": \"write\", \"decision\": \"allow\"},\n"
+    "    ],\n"
+    "  }},\n"
+    "}\n";
 
 static const struct check with_rules[] = {
-	{HOME "/notes/a", W, POLICY_ALLOW, "allowlist:~/notes"},
-	{HOME "/notes/a", R, POLICY_ALLOW, "default:read"},
-	{"/srv/data/a.csv", W, POLICY_ALLOW, "allowlist:/srv/data/*.csv"},
-	{"/srv/data/a.csv/below", W, POLICY_ALLOW, "allowlist:/srv/data/*.csv"},
-	{"/srv/data/sub/a.csv", W, POLICY_DENY, "default:read-only"},
-	{"/srv/data/a.csvx", W, POLICY_DENY, "default:read-only"},
-	{WS "/secrets/k", R, POLICY_DENY, "blocklist:secrets"},
-	{WS "/secrets/k", W, POLICY_DENY, "blocklist:secrets"},
-	{WS "/secrets/public/x", R, POLICY_ALLOW, "rule:~/proj/secrets/public"},
-	{WS "/secrets/public/x", W, POLICY_DENY, "blocklist:secrets"},
-	{WS "/vendor/private", R, POLICY_DENY, "blocklist:~/proj/vendor/**/private"},
-	{WS "/vendor/a/b/private/x", R, POLICY_DENY, "blocklist:~/proj/vendor/**/private"},
-	{WS "/vendor/a/privatex", W, POLICY_ALLOW, "allowlist:~"},
-	/* the user rule wins over the workspace default, and "~" over read-only */
-	{HOME "/foo", W, POLICY_ALLOW, "allowlist:~"},
-	{WS "/src/a.c", W, POLICY_ALLOW, "allowlist:~"},
-	/* secrets outrank less specific user rules; equally specific user rules win */
-	{HOME "/.ssh/id_rsa", W, POLICY_DENY, "default:secret:~/.ssh"},
-	{HOME "/.aws/config", R, POLICY_ALLOW, "rule:~/.aws/config"},
-	{HOME "/.aws/credentials", R, POLICY_DENY, "default:secret:~/.aws"},
-	{HOME "/.kube/config", R, POLICY_ALLOW, "rule:~/.kube/**"},
-	{HOME "/.kube/config", W, POLICY_DENY, "default:secret:~/.kube"},
-	/* protections hold whatever the rules say */
-	{HOME "/.config/brokered/settings.json", W, POLICY_DENY, "protected:brokered-settings"},
-	{HOME "/.config/brokered/settings.json", R, POLICY_ALLOW, "rule:~/.config/brokered"},
-	{HOME "/.config", W, POLICY_DENY, "protected:shell-startup"}, /* ~/.config/fish */
-	{HOME "/.config", D, POLICY_DENY, "protected:shell-startup"},
-	{HOME "/.config/foo", W, POLICY_ALLOW, "allowlist:~/.config"},
-	{HOME "/.bashrc", W, POLICY_DENY, "protected:shell-startup"},
-	{STATE "/x", W, POLICY_DENY, "protected:state-dir"},
-	{STATE "/x", R, POLICY_ALLOW, "rule:" STATE},
-	{WS "/.git/hooks/pre-push", W, POLICY_DENY, "protected:git-hooks"},
-	{WS "/.git/config", W, POLICY_PROMPT, "protected:git-config"},
-	{WS "/.git/objects/x", W, POLICY_ALLOW, "rule:~/proj/.git"},
-	/* equal specificity: the stricter decision */
-	{WS "/build/out.o", W, POLICY_DENY, "rule:build"},
-	{WS "/gen/x.c", W, POLICY_PROMPT, "rule:gen/*"},
-	{HOME "/docs/a/b", W, POLICY_PROMPT, "rule:~/docs/**"},
-	{HOME "/docs", W, POLICY_PROMPT, "rule:~/docs/**"},
-	{WS "/a.txt", W, POLICY_DENY, "rule:?.txt"},
-	{WS "/a.txt", M, POLICY_ALLOW, "allowlist:~"},
-	{WS "/ab.txt", W, POLICY_ALLOW, "allowlist:~"},
-	{WS "/sub/a.txt", W, POLICY_ALLOW, "allowlist:~"},
-	{"/opt/x/y/z", W, POLICY_ALLOW, "rule:/opt/x/**/y/**/z"},
-	{"/opt/x/1/2/y/3/y/4/z/5", W, POLICY_ALLOW, "rule:/opt/x/**/y/**/z"},
-	{"/opt/x/1/2/y/3/y/4/zz", W, POLICY_DENY, "default:read-only"},
-	{"/opt/x/z", W, POLICY_DENY, "default:read-only"},
-	{"/var/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab", W, POLICY_ALLOW,
-	 "rule:/var/*a*a*a*a*a*b"},
-	{"/var/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", W, POLICY_DENY,
-	 "default:read-only"},
+    {HOME "/notes/a", W, POLICY_ALLOW, "allowlist:~/notes"},
+    {HOME "/notes/a", R, POLICY_ALLOW, "default:read"},
+    {"/srv/data/a.csv", W, POLICY_ALLOW, "allowlist:/srv/data/*.csv"},
+    {"/srv/data/a.csv/below", W, POLICY_ALLOW, "allowlist:/srv/data/*.csv"},
+    {"/srv/data/sub/a.csv", W, POLICY_DENY, "default:read-only"},
+    {"/srv/data/a.csvx", W, POLICY_DENY, "default:read-only"},
+    {WS "/secrets/k", R, POLICY_DENY, "blocklist:secrets"},
+    {WS "/secrets/k", W, POLICY_DENY, "blocklist:secrets"},
+    {WS "/secrets/public/x", R, POLICY_ALLOW, "rule:~/proj/secrets/public"},
+    {WS "/secrets/public/x", W, POLICY_DENY, "blocklist:secrets"},
+    {WS "/vendor/private", R, POLICY_DENY, "blocklist:~/proj/vendor/**/private"},
+    {WS "/vendor/a/b/private/x", R, POLICY_DENY, "blocklist:~/proj/vendor/**/private"},
+    {WS "/vendor/a/privatex", W, POLICY_ALLOW, "allowlist:~"},
+    /* the user rule wins over the workspace default, and "~" over read-only */
+    {HOME "/foo", W, POLICY_ALLOW, "allowlist:~"},
+    {WS "/src/a.c", W, POLICY_ALLOW, "allowlist:~"},
+    /* secrets outrank less specific user rules; equally specific user rules win */
+    {HOME "/.ssh/id_rsa", W, POLICY_DENY, "default:secret:~/.ssh"},
+    {HOME "/.aws/config", R, POLICY_ALLOW, "rule:~/.aws/config"},
+    {HOME "/.aws/credentials", R, POLICY_DENY, "default:secret:~/.aws"},
+    {HOME "/.kube/config", R, POLICY_ALLOW, "rule:~/.kube/**"},
+    {HOME "/.kube/config", W, POLICY_DENY, "default:secret:~/.kube"},
+    /* protections hold whatever the rules say */
+    {HOME "/.config/brokered/settings.json", W, POLICY_DENY, "protected:brokered-settings"},
+    {HOME "/.config/brokered/settings.json", R, POLICY_ALLOW, "rule:~/.config/brokered"},
+    {HOME "/.config", W, POLICY_DENY, "protected:shell-startup"}, /* ~/.config/fish */
+    {HOME "/.config", D, POLICY_DENY, "protected:shell-startup"},
+    {HOME "/.config/foo", W, POLICY_ALLOW, "allowlist:~/.config"},
+    {HOME "/.bashrc", W, POLICY_DENY, "protected:shell-startup"},
+    {STATE "/x", W, POLICY_DENY, "protected:state-dir"},
+    {STATE "/x", R, POLICY_ALLOW, "rule:" STATE},
+    {WS "/.git/hooks/pre-push", W, POLICY_DENY, "protected:git-hooks"},
+    {WS "/.git/config", W, POLICY_PROMPT, "protected:git-config"},
+    {WS "/.git/objects/x", W, POLICY_ALLOW, "rule:~/proj/.git"},
+    /* equal specificity: the stricter decision */
+    {WS "/build/out.o", W, POLICY_DENY, "rule:build"},
+    {WS "/gen/x.c", W, POLICY_PROMPT, "rule:gen/*"},
+    {HOME "/docs/a/b", W, POLICY_PROMPT, "rule:~/docs/**"},
+    {HOME "/docs", W, POLICY_PROMPT, "rule:~/docs/**"},
+    {WS "/a.txt", W, POLICY_DENY, "rule:?.txt"},
+    {WS "/a.txt", M, POLICY_ALLOW, "allowlist:~"},
+    {WS "/ab.txt", W, POLICY_ALLOW, "allowlist:~"},
+    {WS "/sub/a.txt", W, POLICY_ALLOW, "allowlist:~"},
+    {"/opt/x/y/z", W, POLICY_ALLOW, "rule:/opt/x/**/y/**/z"},
+    {"/opt/x/1/2/y/3/y/4/z/5", W, POLICY_ALLOW, "rule:/opt/x/**/y/**/z"},
+    {"/opt/x/1/2/y/3/y/4/zz", W, POLICY_DENY, "default:read-only"},
+    {"/opt/x/z", W, POLICY_DENY, "default:read-only"},
+    {"/var/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab", W, POLICY_ALLOW,
+     "rule:/var/*a*a*a*a*a*b"},
+    {"/var/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", W, POLICY_DENY,
+     "default:read-only"},
 };
 
 static void test_rules(void)
@@ -275,12 +278,12 @@ static void test_rules(void)
 	ok(policy_add_grant(p, HOME "/.bashrc", A) == 0, "grant .bashrc");
 	ok(policy_add_grant(p, "relative", W) == -EINVAL, "grant needs an absolute path");
 	static const struct check granted[] = {
-		{WS "/.git/config", W, POLICY_ALLOW, "grant:user"},
-		{WS "/.git/config", M, POLICY_PROMPT, "protected:git-config"},
-		{WS "/gen/x.c", W, POLICY_ALLOW, "grant:user"},
-		{WS "/build/out.o", W, POLICY_DENY, "rule:build"},
-		{HOME "/.bashrc", W, POLICY_DENY, "protected:shell-startup"},
-		{HOME "/docs/a", W, POLICY_PROMPT, "rule:~/docs/**"},
+	    {WS "/.git/config", W, POLICY_ALLOW, "grant:user"},
+	    {WS "/.git/config", M, POLICY_PROMPT, "protected:git-config"},
+	    {WS "/gen/x.c", W, POLICY_ALLOW, "grant:user"},
+	    {WS "/build/out.o", W, POLICY_DENY, "rule:build"},
+	    {HOME "/.bashrc", W, POLICY_DENY, "protected:shell-startup"},
+	    {HOME "/docs/a", W, POLICY_PROMPT, "rule:~/docs/**"},
 	};
 	run_table(p, "granted", granted, ELEMENTSOF(granted));
 
@@ -288,9 +291,8 @@ static void test_rules(void)
 	ok(policy_protect(p, "/etc/xdg-conf/brokered", "brokered-settings") == 0, "protect extra");
 	ok(policy_protect(p, "rel", "x") == -EINVAL, "protect needs an absolute path");
 	static const struct check extra[] = {
-		{"/etc/xdg-conf/brokered/settings.json", W, POLICY_DENY,
-		 "protected:brokered-settings"},
-		{HOME "/foo", W, POLICY_ALLOW, "allowlist:~"},
+	    {"/etc/xdg-conf/brokered/settings.json", W, POLICY_DENY, "protected:brokered-settings"},
+	    {HOME "/foo", W, POLICY_ALLOW, "allowlist:~"},
 	};
 	run_table(p, "extra", extra, ELEMENTSOF(extra));
 	policy_free(p);
