@@ -44,6 +44,8 @@
  * components (zero included); "**" inside a component acts as "*". There is no escape: '*' and
  * '?' are always wildcards. A pattern covers the paths it matches and everything below them
  * (directory semantics), so "~/.ssh" and "~/.ssh" followed by a "**" component are one rule.
+ * Patterns are normalised lexically like paths: "//", "." and ".." collapse (a ".." right after
+ * a wildcard component cancels that component), and a trailing '/' is dropped.
  *
  * BSD sed's temporary names (".!<PID>!file") are not mapped to "file": no Linux sed makes them
  * (GNU sed uses "sedXXXXXX", busybox "file.XXXXXX"), the name carries no target on Linux anyway,
