@@ -379,7 +379,7 @@ int run_command(const struct run_options *o)
 {
 	int r, ret = RUN_EXIT_FAILURE;
 	_cleanup_free_ char *workspace = NULL, *scratch = NULL, *state_dir = NULL, *session = NULL,
-			    *tool_call = NULL, *cmdline = NULL, *audit_path = NULL;
+			    *tool_call = NULL, *cmdline = NULL, *audit_path = NULL, *failed = NULL;
 	struct settings *settings = NULL;
 	struct policy *policy = NULL;
 	struct store *store = NULL;
@@ -473,6 +473,23 @@ int run_command(const struct run_options *o)
 		goto out;
 	}
 
+	/* Settings the sandbox must not edit beyond the built-in ones: an XDG config dir elsewhere,
+	 * and the --settings file. */
+	{
+		const char *xdg = getenv("XDG_CONFIG_HOME");
+		_cleanup_free_ char *extra_real = o->settings ? realpath(o->settings, NULL) : NULL;
+		struct strbuf sb = STRBUF_INIT;
+		if (xdg && xdg[0] == '/')
+			strbuf_printf(&sb, "%s/brokered", xdg);
+		if ((sb.len && (r = policy_protect(policy, sb.buf, "settings")) < 0) ||
+		    (extra_real && (r = policy_protect(policy, extra_real, "settings")) < 0)) {
+			strbuf_free(&sb);
+			log_error_errno(r, "Failed to protect the settings files: %m");
+			goto out;
+		}
+		strbuf_free(&sb);
+	}
+
 	if ((r = store_open(state_dir, session, &store)) < 0) {
 		log_error_errno(r, "Failed to open the backup store of session \"%s\": %m", session);
 		goto out;
@@ -511,7 +528,6 @@ int run_command(const struct run_options *o)
 	}
 	broker_set_policy(broker, policy);
 
-	_cleanup_free_ char *failed = NULL;
 	if ((r = sandbox_landlock_prepare(scratch, &ll, &failed)) < 0) {
 		log_error_errno(r, "Failed to build the Landlock ruleset%s%s%s: %m", failed ? " for \"" : "",
 				failed ? failed : "", failed ? "\"" : "");

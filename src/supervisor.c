@@ -114,7 +114,7 @@ static int read_timeval_pair(pid_t tid, uint64_t addr, struct broker_req *q)
  */
 static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid, struct broker_req *q)
 {
-	const uint64_t *a = d->args;
+	const uint64_t *a = (const uint64_t *)d->args;
 	int r = 0;
 	*q = (struct broker_req){.tid = tid, .dirfd = AT_FDCWD, .dirfd2 = AT_FDCWD, .fd = -1};
 

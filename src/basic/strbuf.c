@@ -14,6 +14,7 @@ int strbuf_reserve(struct strbuf *sb, size_t extra)
 	size_t need = sb->len + extra + 1;
 	if (need <= sb->cap)
 		return 0;
+	bool fresh = sb->buf == NULL;
 	size_t cap = sb->cap ? sb->cap : 64;
 	while (cap < need) {
 		if (cap > SIZE_MAX / 2)
@@ -25,6 +26,8 @@ int strbuf_reserve(struct strbuf *sb, size_t extra)
 		goto oom;
 	sb->buf = n;
 	sb->cap = cap;
+	if (fresh)
+		sb->buf[0] = '\0'; /* a reserved buffer is always a valid (empty) string */
 	return 0;
 oom:
 	sb->oom = true;

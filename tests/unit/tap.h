@@ -23,21 +23,21 @@ static int tap_n, tap_failed;
 
 #define is_str(got, want, ...)                                                                     \
 	({                                                                                         \
-		const char *_g = (got), *_w = (want);                                              \
-		int _c = ok(_g && _w && strcmp(_g, _w) == 0, __VA_ARGS__);                        \
-		if (!_c)                                                                           \
-			printf("#   got:  '%s'\n#   want: '%s'\n", _g ? _g : "(null)",              \
-			       _w ? _w : "(null)");                                                  \
-		_c;                                                                                \
+		const char *_gs = (got), *_ws = (want);                                            \
+		int _cs = ok(_gs && _ws && strcmp(_gs, _ws) == 0, __VA_ARGS__);                   \
+		if (!_cs)                                                                          \
+			printf("#   got:  '%s'\n#   want: '%s'\n", _gs ? _gs : "(null)",            \
+			       _ws ? _ws : "(null)");                                                \
+		_cs;                                                                               \
 	})
 
 #define is_int(got, want, ...)                                                                     \
 	({                                                                                         \
-		long long _g = (got), _w = (want);                                                 \
-		int _c = ok(_g == _w, __VA_ARGS__);                                                \
-		if (!_c)                                                                           \
-			printf("#   got:  %lld\n#   want: %lld\n", _g, _w);                          \
-		_c;                                                                                \
+		long long _gi = (got), _wi = (want);                                               \
+		int _ci = ok(_gi == _wi, __VA_ARGS__);                                             \
+		if (!_ci)                                                                          \
+			printf("#   got:  %lld\n#   want: %lld\n", _gi, _wi);                        \
+		_ci;                                                                               \
 	})
 
 static inline int tap_done(void)
