@@ -127,3 +127,98 @@ done_testing() {
 	echo "1..$_n"
 	[ "$_failed" -eq 0 ]
 }
+
+# ---- helpers for the `brokered run` end-to-end scripts (tests/e2e/t0*) ----
+
+# The directory of the C test helpers (tests/helpers/*.c built into build/helpers). tests/run.sh
+# passes $HELPERS; the sanitizer build has no helpers of its own, so fall back to the release ones
+# next to it.
+helpers_dir() {
+	local d
+	for d in "${HELPERS:-}" "$(dirname "$BROKERED")/../build/helpers" "$(dirname "$BROKERED")/helpers"; do
+		[ -n "$d" ] && [ -d "$d" ] && { (cd "$d" && pwd); return 0; }
+	done
+	return 1
+}
+
+# audit_escape STRING: STRING as the audit log writes it (src/basic/escape.c): bytes <= 0x20,
+# >= 0x7f and \ " = ' become \xHH (lower-case hex), every other byte stays.
+audit_escape() {
+	local b ch out=
+	for b in $(printf '%s' "$1" | od -An -v -tx1); do
+		case $b in
+		22 | 27 | 3d | 5c) out+="\\x$b" ;;
+		2[1-9a-f] | [3-6][0-9a-f] | 7[0-9a-e]) printf -v ch "\\x$b"; out+=$ch ;;
+		*) out+="\\x$b" ;;
+		esac
+	done
+	printf '%s' "$out"
+}
+
+# audit_grep OPS REALPATH DECISION: the audit lines of an operation in OPS (an ERE alternation such
+# as "open|truncate") whose real path (normalisedPath=, or normalisedTo= of a rename/link) is
+# exactly REALPATH, with DECISION.
+audit_grep() {
+	local e
+	e=$(audit_escape "$2")
+	audit_log | grep -E " op=($1) " | grep -F -e " normalisedPath=$e " -e " normalisedTo=$e " |
+		grep -F " decision=$3 "
+}
+
+# audit_names OPS REALPATH DECISION: true if such a line exists
+audit_names() { [ -n "$(audit_grep "$@")" ]; }
+
+# run_in DIR CMD...: run CMD natively with DIR as the current directory
+run_in() { (cd "$1" && shift && "$@"); }
+
+# brk_in DIR CMD...: run CMD under `brokered run --` with DIR as the current directory (workspace)
+brk_in() { (cd "$1" && shift && "$BROKERED" run -- "$@"); }
+
+# twin_check DESC SETUP CMD...: make two fresh copies of a workspace, $TEST_DIR/twin/N/native and
+# .../brokered, each prepared by the shell function SETUP (run inside it), run CMD natively in the
+# first and under `brokered run --` in the second, and check that exit status, stdout and the whole
+# tree (file set, types, modes, contents, link targets) are the same. Sets TWIN_NAT, TWIN_BRK (the
+# two directories, physical paths) for further checks.
+_twin=0
+twin_check() {
+	local desc=$1 setup=$2
+	shift 2
+	_twin=$((_twin + 1))
+	TWIN_NAT="$TEST_DIR/twin/$_twin/native"
+	TWIN_BRK="$TEST_DIR/twin/$_twin/brokered"
+	mkdir -p "$TWIN_NAT" "$TWIN_BRK"
+	TWIN_NAT=$(cd "$TWIN_NAT" && pwd -P)
+	TWIN_BRK=$(cd "$TWIN_BRK" && pwd -P)
+	run_in "$TWIN_NAT" "$setup"
+	run_in "$TWIN_BRK" "$setup"
+	local nout bout nrc brc
+	nout=$(run_in "$TWIN_NAT" "$@" 2>"$TEST_DIR/twin/$_twin/native.err")
+	nrc=$?
+	bout=$(brk_in "$TWIN_BRK" "$@" 2>"$TEST_DIR/twin/$_twin/brokered.err")
+	brc=$?
+	is "$brc" "$nrc" "$desc: exit status as native"
+	[ "$brc" = "$nrc" ] || sed 's/^/#   stderr: /' "$TEST_DIR/twin/$_twin/brokered.err"
+	is "$bout" "$nout" "$desc: stdout as native"
+	is "$(tree_snapshot "$TWIN_BRK")" "$(tree_snapshot "$TWIN_NAT")" "$desc: same files, modes, contents as native"
+}
+
+# outside_check DESC CMD...: run CMD under brokered (workspace $WS) against fixtures in $OUTSIDE,
+# expect failure with a permission error on stderr and $OUTSIDE byte-identical afterwards.
+outside_check() {
+	local desc=$1 before after rc err
+	shift
+	before=$(tree_snapshot "$OUTSIDE")
+	err=$(cd "$WS" && "$BROKERED" run -- "$@" 2>&1 >/dev/null)
+	rc=$?
+	after=$(tree_snapshot "$OUTSIDE")
+	[ "$rc" -ne 0 ]
+	ok $? "$desc: fails (status $rc)"
+	case $err in
+	*"Permission denied"* | *PermissionError* | *EACCES*) ok 0 "$desc: permission error" ;;
+	*) ok 1 "$desc: permission error"; printf '#   stderr: %s\n' "$err" ;;
+	esac
+	is "$after" "$before" "$desc: outside unchanged"
+}
+
+# no_process_with MARKER: true if no process has MARKER in its command line
+no_process_with() { ! pgrep -f -- "$1" >/dev/null 2>&1; }
