@@ -503,18 +503,23 @@ static struct verdict git_after(const char *g, unsigned bit)
 {
 	static const struct verdict none = {POLICY_ALLOW, NULL};
 	static const struct verdict hooks = {POLICY_DENY, "protected:git-hooks"};
-	static const struct verdict config = {POLICY_PROMPT, "protected:git-config"};
+	/* .git/config stays writable (git init, clone, remote add, push -u need it) and is backed
+	 * up like any file; hooks would run code outside the sandbox at the user's next git
+	 * command, so they are never written from inside. */
 	if (bit == POLICY_ACCESS_DELETE)
 		return none;
-	if (component_is(g, "hooks"))
+	if (component_is(g, "hooks")) {
+		/* `git init` creates the directory and inert *.sample files: those never run. */
+		const char *rest = next_component(g);
+		size_t n = strlen(rest);
+		if (*rest == '\0' || (!strchr(rest, '/') && n > 7 && !strcmp(rest + n - 7, ".sample")))
+			return none;
 		return hooks;
-	if (component_is(g, "config") || component_is(g, "config.worktree"))
-		return config;
+	}
 	if (component_is(g, "modules")) {
 		for (const char *c = g; *c; c = next_component(c))
 			if (component_is(c, "hooks"))
 				return hooks;
-		return config;
 	}
 	return none;
 }
@@ -529,12 +534,7 @@ static struct verdict git_protection(const struct policy *p, const char *path, u
 		if (!component_is(c, ".git"))
 			continue;
 		const char *after = next_component(c);
-		if (*after == '\0') {
-			/* creating or replacing a repository (or a "gitdir:" file) */
-			if (bit == POLICY_ACCESS_WRITE)
-				v = worse(v,
-					  (struct verdict){POLICY_PROMPT, "protected:git-config"});
-		} else
+		if (*after != '\0')
 			v = worse(v, git_after(after, bit));
 	}
 	return v;

@@ -14,17 +14,15 @@
  *     DENY  protected:state-dir         the state dir (backup store, audit log)
  *           A write/delete of an *ancestor* of one of these is refused too: renaming a prepared
  *           tree onto ~/.config would otherwise replace ~/.config/brokered in one step.
- *     DENY  protected:git-hooks         .git/hooks and .git/modules/.../hooks, anywhere except
- *                                       in the scratch dir (write, metadata; delete is allowed:
- *                                       removing a hook cannot run code)
- *     PROMPT protected:git-config       .git/config, .git/config.worktree, anything below
- *                                       .git/modules, and the ".git" entry itself (git init,
- *                                       git clone, a "gitdir:" file), except in the scratch dir;
- *                                       PROMPT, not DENY: `git push -u`, `git remote add` are
- *                                       legitimate, but the user must see them, since the config
- *                                       can name programs (core.hooksPath, core.fsmonitor, ...)
- *                                       that the user's own git runs later, outside the sandbox.
- *                                       Only policy_add_grant() (the user's approval) lifts it.
+ *     DENY  protected:git-hooks         files in .git/hooks and .git/modules/.../hooks, anywhere
+ *                                       except in the scratch dir (write, metadata; delete is
+ *                                       allowed: removing a hook cannot run code). The hooks
+ *                                       directory itself and inert "*.sample" files may be
+ *                                       created, so that `git init` and `git clone` work.
+ *           .git/config is writable like any workspace file (and backed up): git init, clone,
+ *           remote add and push -u write it. That it can name programs (core.hooksPath,
+ *           core.fsmonitor) that the user's git runs later is a known limit (README); a user who
+ *           wants it guarded adds a "prompt" rule for "**" "/.git/config".
  *  2. the most specific user rule covering the bit (rules, allowlist, blocklist from settings);
  *     the built-in secrets compete with the user rules on specificity (a user rule must be at
  *     least as specific as the secret to override it: allowlisting "~" does not open ~/.ssh);

@@ -112,22 +112,25 @@ static const struct check defaults[] = {
     {WS "/.git/hooks/pre-commit", M, POLICY_DENY, "protected:git-hooks"},
     {WS "/.git/hooks/pre-commit", D, POLICY_ALLOW, "default:workspace"},
     {WS "/.git/hooks/pre-commit", R, POLICY_ALLOW, "default:workspace"},
-    {WS "/.git/hooks", W, POLICY_DENY, "protected:git-hooks"},
-    {WS "/.git/config", W, POLICY_PROMPT, "protected:git-config"},
-    {WS "/.git/config", R | W, POLICY_PROMPT, "protected:git-config"},
+    {WS "/.git/hooks", W, POLICY_ALLOW, "default:workspace"}, /* git init makes it */
+    {WS "/.git/hooks/pre-commit.sample", W, POLICY_ALLOW, "default:workspace"},
+    {WS "/.git/hooks/pre-commit", W, POLICY_DENY, "protected:git-hooks"},
+    {WS "/.git/hooks/x.sample/y", W, POLICY_DENY, "protected:git-hooks"},
+    {WS "/.git/config", W, POLICY_ALLOW, "default:workspace"},
+    {WS "/.git/config", R | W, POLICY_ALLOW, "default:workspace"},
     {WS "/.git/config", D, POLICY_ALLOW, "default:workspace"},
-    {WS "/.git/config.worktree", W, POLICY_PROMPT, "protected:git-config"},
+    {WS "/.git/config.worktree", W, POLICY_ALLOW, "default:workspace"},
     {WS "/.git/config.lock", W, POLICY_ALLOW, "default:workspace"},
-    {WS "/.git", W, POLICY_PROMPT, "protected:git-config"},
+    {WS "/.git", W, POLICY_ALLOW, "default:workspace"},
     {WS "/.git", D, POLICY_ALLOW, "default:workspace"},
     {WS "/.git/objects/ab/cdef", W, POLICY_ALLOW, "default:workspace"},
     {WS "/.git/refs/heads/hooks", W, POLICY_ALLOW, "default:workspace"},
-    {WS "/sub/.git/config", W, POLICY_PROMPT, "protected:git-config"},
+    {WS "/sub/.git/config", W, POLICY_ALLOW, "default:workspace"},
     {WS "/sub/.git/hooks/x", W, POLICY_DENY, "protected:git-hooks"},
     {WS "/.git/modules/lib/hooks/post-checkout", W, POLICY_DENY, "protected:git-hooks"},
     {WS "/.git/modules/a/b/hooks/x", W, POLICY_DENY, "protected:git-hooks"},
-    {WS "/.git/modules/lib/config", W, POLICY_PROMPT, "protected:git-config"},
-    {WS "/.git/modules", W, POLICY_PROMPT, "protected:git-config"},
+    {WS "/.git/modules/lib/config", W, POLICY_ALLOW, "default:workspace"},
+    {WS "/.git/modules", W, POLICY_ALLOW, "default:workspace"},
     {WS "/.gitx/config", W, POLICY_ALLOW, "default:workspace"},
     {WS "/x.git/hooks/a", W, POLICY_ALLOW, "default:workspace"},
     {SCRATCH "/repo/.git/config", W, POLICY_ALLOW, "default:scratch"},
@@ -149,7 +152,7 @@ static const struct check defaults[] = {
     {WS "/.git\n/config", W, POLICY_ALLOW, "default:workspace"},
     {HOME "/.ssh\n", R, POLICY_ALLOW, "default:read"},
     {WS "/...", W, POLICY_ALLOW, "default:workspace"},
-    {WS "/.../.git/config", W, POLICY_PROMPT, "protected:git-config"},
+    {WS "/.../.git/config", W, POLICY_ALLOW, "default:workspace"},
 };
 
 static void test_defaults(void)
@@ -233,7 +236,7 @@ static const struct check with_rules[] = {
     {STATE "/x", W, POLICY_DENY, "protected:state-dir"},
     {STATE "/x", R, POLICY_ALLOW, "rule:" STATE},
     {WS "/.git/hooks/pre-push", W, POLICY_DENY, "protected:git-hooks"},
-    {WS "/.git/config", W, POLICY_PROMPT, "protected:git-config"},
+    {WS "/.git/config", W, POLICY_ALLOW, "rule:~/proj/.git"},
     {WS "/.git/objects/x", W, POLICY_ALLOW, "rule:~/proj/.git"},
     /* equal specificity: the stricter decision */
     {WS "/build/out.o", W, POLICY_DENY, "rule:build"},
@@ -278,8 +281,8 @@ static void test_rules(void)
 	ok(policy_add_grant(p, HOME "/.bashrc", A) == 0, "grant .bashrc");
 	ok(policy_add_grant(p, "relative", W) == -EINVAL, "grant needs an absolute path");
 	static const struct check granted[] = {
-	    {WS "/.git/config", W, POLICY_ALLOW, "grant:user"},
-	    {WS "/.git/config", M, POLICY_PROMPT, "protected:git-config"},
+	    {WS "/.git/config", W, POLICY_ALLOW, "rule:~/proj/.git"},
+	    {WS "/.git/config", M, POLICY_ALLOW, "rule:~/proj/.git"},
 	    {WS "/gen/x.c", W, POLICY_ALLOW, "grant:user"},
 	    {WS "/build/out.o", W, POLICY_DENY, "rule:build"},
 	    {HOME "/.bashrc", W, POLICY_DENY, "protected:shell-startup"},
