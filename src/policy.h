@@ -22,7 +22,7 @@
  *           .git/config is writable like any workspace file (and backed up): git init, clone,
  *           remote add and push -u write it. That it can name programs (core.hooksPath,
  *           core.fsmonitor) that the user's git runs later is a known limit (README); a user who
- *           wants it guarded adds a "prompt" rule for the pattern **/.git/config.
+ *           wants it guarded adds a "prompt" rule for .git/config (see README).
  *  2. the most specific user rule covering the bit (rules, allowlist, blocklist from settings);
  *     the built-in secrets compete with the user rules on specificity (a user rule must be at
  *     least as specific as the secret to override it: allowlisting "~" does not open ~/.ssh);
