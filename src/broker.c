@@ -28,6 +28,9 @@ struct broker {
 	struct broker_stats stats;
 	char **oversize; /* paths recorded as not backed up */
 	size_t n_oversize;
+	struct broker_prompt *prompts;
+	size_t n_prompts;
+	const char *cur_op; /* the operation being decided, for prompt blocks */
 };
 
 static const char *const op_names[_BROKER_OP_MAX] = {
@@ -72,6 +75,12 @@ void broker_free(struct broker *b)
 	for (size_t i = 0; i < b->n_oversize; i++)
 		free(b->oversize[i]);
 	free(b->oversize);
+	for (size_t i = 0; i < b->n_prompts; i++) {
+		free(b->prompts[i].path);
+		free(b->prompts[i].op);
+		free(b->prompts[i].rule);
+	}
+	free(b->prompts);
 	free(b);
 }
 
@@ -88,6 +97,41 @@ const struct broker_stats *broker_get_stats(const struct broker *b)
 char **broker_not_backed_up(const struct broker *b)
 {
 	return b->oversize;
+}
+
+const struct broker_prompt *broker_prompts(const struct broker *b, size_t *ret_n)
+{
+	*ret_n = b->n_prompts;
+	return b->prompts;
+}
+
+#define MAX_PROMPTS 256
+
+static void record_prompt(struct broker *b, const char *real, unsigned access, const char *rule)
+{
+	for (size_t i = 0; i < b->n_prompts; i++)
+		if (strcmp(b->prompts[i].path, real) == 0) {
+			b->prompts[i].access |= access;
+			return;
+		}
+	if (b->n_prompts >= MAX_PROMPTS)
+		return;
+	struct broker_prompt *n = realloc(b->prompts, (b->n_prompts + 1) * sizeof *n);
+	if (!n)
+		return;
+	b->prompts = n;
+	struct broker_prompt *p = &n[b->n_prompts];
+	p->path = strdup(real);
+	p->op = strdup(b->cur_op ? b->cur_op : "-");
+	p->rule = strdup(rule ? rule : "-");
+	p->access = access;
+	if (!p->path || !p->op || !p->rule) {
+		free(p->path);
+		free(p->op);
+		free(p->rule);
+		return;
+	}
+	b->n_prompts++;
 }
 
 void broker_resp_done(struct broker_resp *resp)
@@ -110,7 +154,13 @@ enum decision {
 	DECIDE_DENY,
 	DECIDE_BROKER, /* allowed: the broker performs it (with backup) */
 	DECIDE_KERNEL, /* allowed by Landlock: let the kernel run it */
+	DECIDE_PROMPT, /* refused until the user approves (recorded as a prompt block) */
 };
+
+static bool refused(enum decision d)
+{
+	return d == DECIDE_DENY || d == DECIDE_PROMPT;
+}
 
 static const char *decision_name(enum decision d)
 {
@@ -119,6 +169,8 @@ static const char *decision_name(enum decision d)
 		return "allow";
 	case DECIDE_KERNEL:
 		return "sandbox";
+	case DECIDE_PROMPT:
+		return "prompt";
 	case DECIDE_DENY:
 	default:
 		return "deny";
@@ -146,19 +198,28 @@ static enum decision decide(struct broker *b, const char *real, unsigned access,
 	*ret_reason = NULL;
 	if (!real)
 		return DECIDE_DENY;
+	/* Without Landlock nothing but the broker enforces: it performs everything itself (a
+	 * CONTINUE would let a racing thread swap the path after the check). */
+	enum decision kernel = b->cfg.kernel_enforces ? DECIDE_KERNEL : DECIDE_BROKER;
 	if (path_is_under(real, b->cfg.scratch)) {
 		*ret_reason = "scratch";
-		return DECIDE_KERNEL;
+		return kernel;
 	}
 	if (access == POLICY_ACCESS_WRITE && is_kernel_writable_device(real, st)) {
 		*ret_reason = "device";
-		return DECIDE_KERNEL;
+		return kernel;
 	}
 	const char *reason = NULL;
 	enum policy_decision d = policy_check(b->policy, real, access, &reason);
 	*ret_reason = reason;
-	/* PROMPT needs the user: until approval exists it is refused like a deny. */
-	return d == POLICY_ALLOW ? DECIDE_BROKER : DECIDE_DENY;
+	if (d == POLICY_ALLOW)
+		return DECIDE_BROKER;
+	if (d == POLICY_PROMPT) {
+		/* Refused now; the orchestrator asks once after the command and may rerun. */
+		record_prompt(b, real, access, reason);
+		return DECIDE_PROMPT;
+	}
+	return DECIDE_DENY;
 }
 
 /* ---- audit ---- */
@@ -381,7 +442,7 @@ static int open_tmpfile(struct broker *b, const struct broker_req *q, struct bro
 	if (!S_ISDIR(res->st.st_mode))
 		return -ENOTDIR;
 	l->decision = decide(b, res->real, POLICY_ACCESS_WRITE, &res->st, &l->reason);
-	if (l->decision == DECIDE_DENY)
+	if (refused(l->decision))
 		return -EACCES;
 	if (l->decision == DECIDE_KERNEL) {
 		resp->kind = BROKER_RESP_CONTINUE;
@@ -447,7 +508,7 @@ static int do_open(struct broker *b, const struct broker_req *q, struct broker_r
 			if (S_ISDIR(res->st.st_mode))
 				return -EISDIR;
 			l->decision = decide(b, res->real, POLICY_ACCESS_WRITE, &res->st, &l->reason);
-			if (l->decision == DECIDE_DENY)
+			if (refused(l->decision))
 				return -EACCES;
 			if (l->decision == DECIDE_KERNEL) {
 				resp->kind = BROKER_RESP_CONTINUE;
@@ -485,7 +546,7 @@ static int do_open(struct broker *b, const struct broker_req *q, struct broker_r
 			if (res->trailing_slash)
 				return -EISDIR;
 			l->decision = decide(b, res->real, POLICY_ACCESS_WRITE, NULL, &l->reason);
-			if (l->decision == DECIDE_DENY)
+			if (refused(l->decision))
 				return -EACCES;
 			if (l->decision == DECIDE_KERNEL) {
 				resp->kind = BROKER_RESP_CONTINUE;
@@ -517,7 +578,7 @@ static int do_open(struct broker *b, const struct broker_req *q, struct broker_r
 		if (S_ISLNK(res->st.st_mode))
 			return -ELOOP; /* O_NOFOLLOW on a symlink */
 		l->decision = decide(b, res->real, POLICY_ACCESS_WRITE, &res->st, &l->reason);
-		if (l->decision == DECIDE_DENY)
+		if (refused(l->decision))
 			return -EACCES;
 		if (l->decision == DECIDE_KERNEL) {
 			resp->kind = BROKER_RESP_CONTINUE;
@@ -590,7 +651,7 @@ static int do_truncate(struct broker *b, const struct broker_req *q, struct brok
 	if ((int64_t)q->length < 0)
 		return -EINVAL;
 	l->decision = decide(b, res->real, POLICY_ACCESS_WRITE, &res->st, &l->reason);
-	if (l->decision == DECIDE_DENY)
+	if (refused(l->decision))
 		return -EACCES;
 	if (l->decision == DECIDE_KERNEL) {
 		resp->kind = BROKER_RESP_CONTINUE;
@@ -640,7 +701,7 @@ static int do_unlink(struct broker *b, const struct broker_req *q, struct broker
 	if (!rmdir_ && res->trailing_slash)
 		return -ENOTDIR;
 	l->decision = decide(b, res->real, POLICY_ACCESS_DELETE, &res->st, &l->reason);
-	if (l->decision == DECIDE_DENY)
+	if (refused(l->decision))
 		return -EACCES;
 	if (l->decision == DECIDE_KERNEL) {
 		resp->kind = BROKER_RESP_CONTINUE;
@@ -717,9 +778,9 @@ static int do_rename(struct broker *b, const struct broker_req *q, struct broker
 				  &res->st, &l->reason);
 	enum decision d2 = decide(b, dst.real, exchange ? POLICY_ACCESS_WRITE | POLICY_ACCESS_DELETE : POLICY_ACCESS_WRITE,
 				  dst.exists ? &dst.st : NULL, &reason2);
-	if (d1 == DECIDE_DENY || d2 == DECIDE_DENY) {
-		l->decision = DECIDE_DENY;
-		if (d1 != DECIDE_DENY)
+	if (refused(d1) || refused(d2)) {
+		l->decision = refused(d1) ? d1 : d2;
+		if (!refused(d1))
 			l->reason = reason2;
 		r = -EACCES;
 		goto out;
@@ -783,7 +844,7 @@ static int create_common(struct broker *b, const struct broker_req *q, struct br
 	if (res->trailing_slash && q->op != BROKER_OP_MKDIR)
 		return q->op == BROKER_OP_SYMLINK ? -ENOENT : -EISDIR;
 	l->decision = decide(b, res->real, POLICY_ACCESS_WRITE, NULL, &l->reason);
-	if (l->decision == DECIDE_DENY)
+	if (refused(l->decision))
 		return -EACCES;
 	if (l->decision == DECIDE_KERNEL) {
 		resp->kind = BROKER_RESP_CONTINUE;
@@ -866,8 +927,10 @@ static int do_link(struct broker *b, const struct broker_req *q, struct broker_r
 	/* A hard link gives a second name to the same inode: the source must be writable by policy
 	 * too, or a protected file could be written through its new name in the workspace. */
 	const char *reason = NULL;
-	if (src.real && decide(b, src.real, POLICY_ACCESS_WRITE, &src.st, &reason) == DECIDE_DENY) {
-		l->decision = DECIDE_DENY;
+	enum decision sd = src.real ? decide(b, src.real, POLICY_ACCESS_WRITE, &src.st, &reason)
+				    : DECIDE_BROKER;
+	if (refused(sd)) {
+		l->decision = sd;
 		l->reason = reason;
 		static __thread char buf[BROKERED_PATH_MAX + 1];
 		snprintf(buf, sizeof buf, "%s", src.real);
@@ -932,7 +995,7 @@ static int do_meta(struct broker *b, const struct broker_req *q, struct broker_r
 		l->reason = "unnamed";
 	} else {
 		l->decision = decide(b, res->real, POLICY_ACCESS_METADATA, &res->st, &l->reason);
-		if (l->decision == DECIDE_DENY)
+		if (refused(l->decision))
 			return -EACCES;
 		/* Landlock does not cover metadata calls; the broker performs them everywhere. */
 		if (l->decision == DECIDE_KERNEL)
@@ -1020,6 +1083,7 @@ void broker_handle(struct broker *b, const struct broker_req *q, struct broker_r
 	if (q->op == BROKER_OP_SYMLINK)
 		l.path = q->path2;
 	b->stats.requests++;
+	b->cur_op = broker_op_name(q->op);
 
 	int r;
 	switch (q->op) {
@@ -1061,7 +1125,7 @@ void broker_handle(struct broker *b, const struct broker_req *q, struct broker_r
 	if (r < 0) {
 		broker_resp_done(resp);
 		set_error(resp, r);
-		if (l.decision == DECIDE_DENY)
+		if (refused(l.decision))
 			b->stats.denied++;
 		else
 			b->stats.errors++;

@@ -91,6 +91,7 @@ struct broker_config {
 	const char *state_dir;   /* brokered's own state: never writable from inside */
 	const char *home;
 	bool backup_enabled;
+	bool kernel_enforces;    /* Landlock is on: scratch and device writes may CONTINUE */
 };
 
 struct broker_stats {
@@ -110,5 +111,14 @@ void broker_handle(struct broker *b, const struct broker_req *req, struct broker
 void broker_undo_creation(struct broker *b, struct broker_resp *resp);
 void broker_resp_done(struct broker_resp *resp);
 const struct broker_stats *broker_get_stats(const struct broker *b);
+
+/* A refusal that the user may approve (policy decision "prompt"), merged per path. */
+struct broker_prompt {
+	char *path;     /* real path */
+	unsigned access; /* POLICY_ACCESS_* bits asked for */
+	char *op;       /* first operation that asked */
+	char *rule;     /* what decided "prompt" */
+};
+const struct broker_prompt *broker_prompts(const struct broker *b, size_t *ret_n);
 /* Paths over the backup size limit, for the run's summary (NULL-terminated, owned). */
 char **broker_not_backed_up(const struct broker *b);

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
@@ -22,10 +23,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "approval.h"
 #include "audit.h"
 #include "basic/json-write.h"
 #include "basic/kernel-compat.h"
 #include "basic/macro.h"
+#include "basic/path-util.h"
 #include "basic/strbuf.h"
 #include "broker.h"
 #include "cli.h"
@@ -162,9 +165,11 @@ _noreturn_ static void child_main(const struct run_options *o, int sock,
 	if ((r = sandbox_drop_dangerous_caps()) < 0)
 		goto fail;
 	stage = STAGE_LANDLOCK;
-	if ((r = sandbox_landlock_apply(ll)) < 0)
-		goto fail;
-	close(ll->ruleset_fd);
+	if (ll) {
+		if ((r = sandbox_landlock_apply(ll)) < 0)
+			goto fail;
+		close(ll->ruleset_fd);
+	}
 	stage = STAGE_SECCOMP;
 	int listener = sandbox_install_filter(prog, wait_killable);
 	if (listener < 0) {
@@ -323,9 +328,15 @@ static const char *stage_name(int stage)
 	}
 }
 
-static char *command_line(char **argv)
+static char *command_line(char **argv, const char *shell_string)
 {
 	struct strbuf sb = STRBUF_INIT;
+	if (shell_string) {
+		strbuf_append(&sb, shell_string, MIN(strlen(shell_string), (size_t)200));
+		if (strlen(shell_string) > 200)
+			strbuf_appends(&sb, "...");
+		return strbuf_steal(&sb);
+	}
 	for (size_t i = 0; argv[i]; i++) {
 		if (i)
 			strbuf_appendc(&sb, ' ');
@@ -348,14 +359,493 @@ static char *make_tool_call_id(void)
 	return strbuf_steal(&sb);
 }
 
-static void print_json_report(const struct run_options *o, const char *session, const char *turn,
-			      int exit_status, const struct broker_stats *st, char **oversize)
+/* ---- one run: set-up shared by its attempts ---- */
+
+struct run_ctx {
+	const struct run_options *o;
+	char *workspace, *state_dir, *session, *tool_call, *cmdline, *scratch, *audit_path;
+	const char *home;
+	const char *msg;
+	struct sandbox_features feat;
+	bool landlock;           /* false only in --degraded mode on a kernel without it */
+	struct settings *settings;
+	struct policy *policy;
+	struct store *store;
+	struct store_options so;
+	struct audit *audit;
+	struct sandbox_landlock ll;
+	struct sock_fprog prog;
+	char **read_denied;
+	size_t n_read_denied;
+};
+
+static void ctx_done(struct run_ctx *c)
 {
+	audit_close(c->audit);
+	store_close(c->store);
+	policy_free(c->policy);
+	settings_free(c->settings);
+	free(c->prog.filter);
+	safe_close(c->ll.ruleset_fd);
+	if (c->scratch)
+		(void)remove_tree_at(AT_FDCWD, c->scratch, 0);
+	for (size_t i = 0; i < c->n_read_denied; i++)
+		free(c->read_denied[i]);
+	free(c->read_denied);
+	free(c->workspace);
+	free(c->state_dir);
+	free(c->session);
+	free(c->tool_call);
+	free(c->cmdline);
+	free(c->scratch);
+	free(c->audit_path);
+}
+
+/* The command's root word: basename of argv[0], or the first word of a -c string. */
+static char *root_word(const struct run_options *o)
+{
+	const char *s = o->shell_string;
+	if (!s) {
+		const char *b = strrchr(o->argv[0], '/');
+		return strdup(b ? b + 1 : o->argv[0]);
+	}
+	for (;;) {
+		while (*s == ' ' || *s == '\t' || *s == '\n')
+			s++;
+		size_t n = strcspn(s, " \t\n;&|()<>");
+		const char *eq = memchr(s, '=', n);
+		if (n && eq && eq != s) { /* VAR=value prefix */
+			s += n;
+			continue;
+		}
+		_cleanup_free_ char *w = strndup(s, n);
+		if (!w)
+			return NULL;
+		const char *b = strrchr(w, '/');
+		return strdup(b ? b + 1 : w);
+	}
+}
+
+_noreturn_ static void exec_unsandboxed(const struct run_options *o)
+{
+	fflush(NULL);
+	execvp(o->argv[0], o->argv);
+	int e = errno;
+	log_error_errno(e, "Failed to execute \"%s\": %m", o->argv[0]);
+	_exit(e == ENOENT ? RUN_EXIT_NOT_FOUND : RUN_EXIT_CANNOT_EXEC);
+}
+
+static bool ask_yes_no(const char *question)
+{
+	if (!approval_interactive())
+		return false;
+	FILE *tty = fopen("/dev/tty", "r+e");
+	if (!tty)
+		return false;
+	fprintf(tty, "%s [y/N] ", question);
+	fflush(tty);
+	char a[16] = "";
+	bool yes = fgets(a, sizeof a, tty) && (a[0] == 'y' || a[0] == 'Y');
+	fclose(tty);
+	return yes;
+}
+
+/* The toggles of DESIGN section 6 that run the command without the sandbox, each said aloud. */
+static void maybe_run_unsandboxed(struct run_ctx *c)
+{
+	const struct run_options *o = c->o;
+	if (o->dangerously_disable_sandbox) {
+		if (!ask_yes_no("brokered: run this command WITHOUT the sandbox and without backups?")) {
+			log_error("--dangerously-disable-sandbox needs a yes on a terminal; not running the command");
+			exit(RUN_EXIT_FAILURE);
+		}
+		log_warning("running unsandboxed (approved): no policy, no backups, no audit");
+		exec_unsandboxed(o);
+	}
+	if (!c->settings->sandbox_enabled) {
+		log_warning("sandbox.enabled is false in the settings: running unsandboxed, no policy, no backups");
+		exec_unsandboxed(o);
+	}
+	_cleanup_free_ char *w = root_word(o);
+	for (size_t i = 0; w && i < c->settings->n_excluded_commands; i++) {
+		const char *pat = c->settings->excluded_commands[i];
+		if (fnmatch(pat, w, 0) == 0) {
+			log_warning("\"%s\" matches sandbox.excludedCommands \"%s\": running unsandboxed, no policy, no backups",
+				    w, pat);
+			exec_unsandboxed(o);
+		}
+	}
+}
+
+static int read_deny_list(struct run_ctx *c)
+{
+	if (!c->landlock || !policy_needs_read_checks(c->policy))
+		return 0;
+	size_t n = 0;
+	const char *const *v = policy_read_restricted(c->policy, &n);
+	c->read_denied = calloc(n + 1, sizeof *c->read_denied);
+	if (!c->read_denied)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		/* A prefix that holds the workspace or the scratch dir (a wildcard rule's directory)
+		 * cannot be denied wholesale without breaking the run: leave it to the policy. */
+		if (path_is_under(c->workspace, v[i]) || path_is_under(c->scratch, v[i]) ||
+		    strcmp(v[i], "/") == 0) {
+			log_debug("read rule on \"%s\" not enforced by Landlock: it holds the workspace", v[i]);
+			continue;
+		}
+		c->read_denied[c->n_read_denied] = strdup(v[i]);
+		if (!c->read_denied[c->n_read_denied])
+			return -ENOMEM;
+		c->n_read_denied++;
+	}
+	return 0;
+}
+
+static int setup(struct run_ctx *c)
+{
+	const struct run_options *o = c->o;
+	int r;
+
+	c->workspace = realpath(o->workspace ? o->workspace : ".", NULL);
+	if (!c->workspace)
+		return log_error_errno(errno, "Failed to open the workspace \"%s\": %m",
+				       o->workspace ? o->workspace : ".");
+	struct stat wst;
+	if (stat(c->workspace, &wst) < 0 || !S_ISDIR(wst.st_mode)) {
+		log_error("The workspace \"%s\" is not a directory", c->workspace);
+		return -ENOTDIR;
+	}
+	c->home = getenv("HOME");
+	if (!c->home || c->home[0] != '/') {
+		struct passwd *pw = getpwuid(getuid());
+		c->home = pw ? pw->pw_dir : NULL;
+	}
+	if ((r = settings_new(&c->settings)) < 0)
+		return log_error_errno(r, "Failed to allocate settings: %m");
+	struct settings_error serr = {0};
+	r = settings_load_all(c->settings, c->home, getenv("XDG_CONFIG_HOME"), c->workspace, o->settings,
+			      &serr);
+	if (r < 0) {
+		log_error("Failed to load settings: %s", serr.message ? serr.message : strerror(-r));
+		settings_error_done(&serr);
+		return r;
+	}
+	for (size_t i = 0; i < c->settings->n_warnings; i++)
+		log_warning("%s", c->settings->warnings[i]);
+
+	maybe_run_unsandboxed(c); /* returns only if the command is to be sandboxed */
+
+	sandbox_probe(&c->feat);
+	const char *pretend = getenv("BROKERED_PRETEND_MISSING"); /* tests of the degraded modes */
+	if (pretend && strstr(pretend, "landlock"))
+		c->feat.landlock_abi = 0;
+	if (pretend && strstr(pretend, "seccomp"))
+		c->feat.seccomp_notify = false;
+	c->landlock = c->feat.landlock_abi >= 1;
+	if (!c->feat.seccomp_notify || !c->feat.openat2) {
+		log_error("Failed to set up the sandbox: this kernel has no seccomp user notification%s",
+			  c->feat.openat2 ? "" : " or openat2");
+		log_error("Hint: brokered needs Linux 5.14+ (seccomp ADDFD_FLAG_SEND, openat2); without them no change can be brokered or backed up, so there is no degraded mode. `brokered doctor` shows what is missing.");
+		return -EOPNOTSUPP;
+	}
+	if (!c->landlock) {
+		if (!o->degraded) {
+			log_error("Failed to set up the sandbox: this kernel has no Landlock");
+			log_error("Hint: Landlock needs Linux 5.13+ with CONFIG_SECURITY_LANDLOCK=y and \"landlock\" in the lsm= boot parameter. `brokered run --degraded` runs without it: every change is still brokered and backed up, but nothing in the kernel backs the broker up (reads of secrets are not denied, and a bug in the broker is not caught). `brokered doctor` shows what is missing.");
+			return -EOPNOTSUPP;
+		}
+		log_warning("degraded: no Landlock on this kernel; the broker alone enforces the policy, secrets stay readable");
+	}
+
+	if ((r = store_state_dir(&c->state_dir)) < 0)
+		return log_error_errno(r, "Failed to create the state directory: %m");
+	if (o->session) {
+		if (!store_id_valid(o->session)) {
+			log_error("Invalid session id \"%s\"", o->session);
+			return -EINVAL;
+		}
+		c->session = strdup(o->session);
+	} else if ((r = cli_default_session_id(c->workspace, &c->session)) < 0)
+		return log_error_errno(r, "Failed to derive a session id: %m");
+	c->tool_call = o->tool_call ? strdup(o->tool_call) : make_tool_call_id();
+	c->cmdline = command_line(o->argv, o->shell_string);
+	if (!c->session || !c->tool_call || !c->cmdline)
+		return log_error_errno(ENOMEM, "Out of memory");
+	c->msg = o->message ? o->message : c->cmdline;
+
+	if ((r = make_scratch(&c->scratch)) < 0)
+		return log_error_errno(r, "Failed to create the scratch directory: %m");
+	struct policy_error perr = {0};
+	r = policy_new(c->settings, c->workspace, c->scratch, c->home, c->state_dir, &c->policy, &perr);
+	if (r < 0) {
+		log_error("Failed to build the policy: %s", perr.message ? perr.message : strerror(-r));
+		policy_error_done(&perr);
+		return r;
+	}
+	/* Settings the sandbox must not edit beyond the built-in ones: an XDG config dir
+	 * elsewhere, and the --settings file. */
+	const char *xdg = getenv("XDG_CONFIG_HOME");
+	_cleanup_free_ char *extra_real = o->settings ? realpath(o->settings, NULL) : NULL;
+	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
+	if (xdg && xdg[0] == '/')
+		strbuf_printf(&sb, "%s/brokered", xdg);
+	if ((sb.len && (r = policy_protect(c->policy, sb.buf, "settings")) < 0) ||
+	    (extra_real && (r = policy_protect(c->policy, extra_real, "settings")) < 0))
+		return log_error_errno(r, "Failed to protect the settings files: %m");
+	for (size_t i = 0; i < o->n_approve; i++) {
+		_cleanup_free_ char *p = NULL;
+		unsigned access;
+		if ((r = approval_parse_grant(o->approve[i], &p, &access)) < 0) {
+			log_error("Invalid --approve \"%s\": expected PATH or PATH=ACCESS[,ACCESS] (read, write, delete, metadata)",
+				  o->approve[i]);
+			return r;
+		}
+		if ((r = policy_add_grant(c->policy, p, access)) < 0)
+			return log_error_errno(r, "Failed to grant \"%s\": %m", p);
+	}
+
+	if ((r = store_open(c->state_dir, c->session, &c->store)) < 0)
+		return log_error_errno(r, "Failed to open the backup store of session \"%s\": %m", c->session);
+	if ((r = approval_load_session(store_session_dir(c->store), c->policy)) < 0)
+		log_warning_errno(r, "Failed to read the session's grants: %m");
+	c->so = (struct store_options){
+		.enabled = c->settings->backup_enabled,
+		.max_size_bytes = c->settings->backup_max_size_mb * 1024 * 1024,
+		.deny_oversize = c->settings->backup_deny_oversize,
+		.sync = true,
+	};
+	sb = (struct strbuf)STRBUF_INIT;
+	strbuf_printf(&sb, "%s/audit.log", store_session_dir(c->store));
+	c->audit_path = strbuf_steal(&sb);
+	if (!c->audit_path || (r = audit_open(c->audit_path, c->session, c->tool_call, &c->audit)) < 0)
+		return log_error_errno(r, "Failed to open the audit log \"%s\": %m",
+				       c->audit_path ? c->audit_path : "");
+
+	if ((r = read_deny_list(c)) < 0)
+		return log_error_errno(r, "Failed to collect the read-denied paths: %m");
+	if (c->landlock) {
+		_cleanup_free_ char *failed = NULL;
+		r = sandbox_landlock_prepare(c->scratch, (const char *const *)c->read_denied,
+					     c->n_read_denied, &c->ll, &failed);
+		if (r < 0)
+			return log_error_errno(r, "Failed to build the Landlock ruleset%s%s%s: %m",
+					       failed ? " for \"" : "", failed ? failed : "", failed ? "\"" : "");
+	}
+	if ((r = sandbox_build_filter(&c->prog)) < 0)
+		return log_error_errno(r, "Failed to build the seccomp filter: %m");
+
+	setenv("TMPDIR", c->scratch, 1);
+	setenv("BROKERED_SESSION_ID", c->session, 1);
+	setenv("BROKERED_TOOL_CALL_ID", c->tool_call, 1);
+	setenv("BROKERED_WORKSPACE", c->workspace, 1);
+	return 0;
+}
+
+/* ---- one attempt: a turn, a broker, the sandboxed command ---- */
+
+struct attempt {
+	struct store_turn *turn;
+	bool turn_owned;
+	char *turn_id;
+	struct broker *broker;
+	int exit_status;
+	bool started;
+};
+
+static void attempt_done(struct attempt *a)
+{
+	if (a->turn)
+		store_turn_free(a->turn);
+	broker_free(a->broker);
+	free(a->turn_id);
+	*a = (struct attempt){0};
+}
+
+static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
+{
+	int r, sfd = -1, sock[2] = {-1, -1};
+	struct supervisor *sv = NULL;
+	sigset_t mask, oldmask;
+	bool mask_set = false;
+	a->exit_status = RUN_EXIT_FAILURE;
+
+	if ((r = store_turn_join_or_begin(c->store, &c->so, c->tool_call, msg, &a->turn, &a->turn_owned)) < 0)
+		return log_error_errno(r, "Failed to open a backup turn: %m");
+	a->turn_id = strdup(store_turn_id(a->turn));
+	if (!a->turn_id)
+		return -ENOMEM;
+	setenv("BROKERED_TURN_ID", a->turn_id, 1);
+	struct broker_config bc = {
+		.workspace = c->workspace,
+		.scratch = c->scratch,
+		.state_dir = c->state_dir,
+		.home = c->home,
+		.backup_enabled = c->settings->backup_enabled,
+		.kernel_enforces = c->landlock,
+	};
+	if ((r = broker_new(&bc, c->audit, a->turn, &a->broker)) < 0)
+		return log_error_errno(r, "Failed to start the broker: %m");
+	broker_set_policy(a->broker, c->policy);
+
+	/* Signals are read from a signalfd; the child gets the old mask back. */
+	sigemptyset(&mask);
+	static const int sigs[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2};
+	for (size_t i = 0; i < ELEMENTSOF(sigs); i++)
+		sigaddset(&mask, sigs[i]);
+	sigprocmask(SIG_BLOCK, &mask, &oldmask);
+	mask_set = true;
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0) {
+		r = log_error_errno(errno, "Failed to create a signalfd: %m");
+		goto out;
+	}
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
+		r = log_error_errno(errno, "Failed to become the child subreaper: %m");
+		goto out;
+	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sock) < 0) {
+		r = log_error_errno(errno, "Failed to create a socket pair: %m");
+		goto out;
+	}
+	(void)audit_flush(c->audit);
+	fflush(NULL);
+
+	struct run_state rs = {.listener = -1};
+	rs.child = fork();
+	if (rs.child < 0) {
+		r = log_error_errno(errno, "Failed to fork: %m");
+		goto out;
+	}
+	if (rs.child == 0) {
+		close(sock[0]);
+		close(sfd);
+		child_main(c->o, sock[1], c->landlock ? &c->ll : NULL, &c->prog, c->feat.wait_killable,
+			   &oldmask);
+	}
+	close(sock[1]);
+	sock[1] = -1;
+	rs.listener = recv_fd(sock[0]);
+	if (rs.listener < 0) {
+		int e = rs.listener;
+		int stage = (-e) >> 16, err = (-e) & 0xffff;
+		waitpid(rs.child, NULL, 0);
+		if (e == -ECHILD || e == -EPROTO)
+			r = log_error_errno(ECHILD, "Failed to start the sandboxed command: the child exited early");
+		else
+			r = log_error_errno(err, "Failed to %s: %m", stage_name(stage));
+		goto out;
+	}
+	a->started = true;
+	/* Wake the target on the CPU that answers it (6.6+); harmless where unsupported. */
+	uint64_t fl = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP;
+	(void)ioctl(rs.listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, &fl);
+
+	if ((r = supervisor_new(rs.listener, a->broker, &sv)) < 0) {
+		log_error_errno(r, "Failed to start the supervisor: %m");
+		kill(rs.child, SIGKILL);
+	} else if ((r = supervise(&rs, sv, c->audit, sfd)) < 0) {
+		kill(rs.child, SIGKILL);
+	}
+	/* Reap whatever is left (all sandboxed processes are gone once the listener hung up). */
+	while (waitpid(-1, NULL, __WALL) > 0 || errno == EINTR)
+		;
+	safe_close(rs.listener);
+	a->exit_status = rs.child_done ? status_to_exit(rs.child_status) : RUN_EXIT_FAILURE;
+	r = 0;
+
+	/* The terminal's foreground may still be the command's process group. */
+	if (isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) != getpgrp()) {
+		signal(SIGTTOU, SIG_IGN);
+		(void)tcsetpgrp(STDIN_FILENO, getpgrp());
+		signal(SIGTTOU, SIG_DFL);
+	}
+out:
+	supervisor_free(sv);
+	safe_close(sock[0]);
+	safe_close(sock[1]);
+	safe_close(sfd);
+	if (mask_set)
+		sigprocmask(SIG_SETMASK, &oldmask, NULL);
+	(void)audit_flush(c->audit);
+	return r;
+}
+
+/* Commit the attempt's own turn (a joined turn stays open for its owner). */
+static int attempt_commit(struct attempt *a, const char *msg)
+{
+	if (!a->turn_owned || !a->turn)
+		return 0;
+	int r = store_turn_commit(a->turn, msg);
+	a->turn = NULL;
+	if (r < 0)
+		log_warning_errno(r, "Failed to commit the backup turn (it stays open; `brokered log` lists it): %m");
+	return r;
+}
+
+/* Put everything a turn changed back, from its own backups; refuses over later changes. */
+static int rollback_turn(struct run_ctx *c, const char *turn)
+{
+	_cleanup_free_ char *id = NULL;
+	int r = store_resolve_turn(c->store, turn, &id);
+	if (r < 0)
+		return log_error_errno(r, "Failed to find turn \"%s\": %m", turn);
+	struct store_plan *plan = NULL;
+	r = store_plan_restore(c->store, id, NULL, 0, &plan);
+	if (r < 0)
+		return log_error_errno(r, "Failed to plan the rollback of turn %s: %m", id);
+	if (plan->n_conflicts) {
+		log_error("Not rolling back turn %s: %zu path(s) changed after it (`brokered undo %s` shows them)",
+			  id, plan->n_conflicts, id);
+		store_plan_free(plan);
+		return -EBUSY;
+	}
+	_cleanup_strbuf_ struct strbuf m = STRBUF_INIT;
+	strbuf_printf(&m, "roll back %s to rerun it with approval", id);
+	char *rid = NULL;
+	r = store_plan_apply(c->store, plan, &c->so, strbuf_cstr(&m), &rid);
+	store_plan_free(plan);
+	free(rid);
+	if (r != 0)
+		return log_error_errno(r < 0 ? r : EIO, "Failed to roll back turn %s (%d path(s) not restored): %m",
+				       id, r > 0 ? r : 0);
+	return 0;
+}
+
+static void print_prompts_json(struct strbuf *sb, const struct broker_prompt *v, size_t n)
+{
+	json_key(sb, "approvalNeeded");
+	strbuf_appendc(sb, '[');
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			strbuf_appendc(sb, ',');
+		strbuf_appendc(sb, '{');
+		json_kv_str(sb, "path", v[i].path);
+		char acc[64];
+		approval_access_names(v[i].access, acc, sizeof acc);
+		json_kv_str(sb, "access", acc);
+		json_kv_str(sb, "operation", v[i].op);
+		json_kv_str(sb, "rule", v[i].rule);
+		strbuf_appendc(sb, '}');
+	}
+	strbuf_appendc(sb, ']');
+}
+
+static void print_json_report(const struct run_ctx *c, const struct attempt *a, int exit_status,
+			      int attempts)
+{
+	const struct broker_stats *st = broker_get_stats(a->broker);
+	char **oversize = broker_not_backed_up(a->broker);
+	size_t np;
+	const struct broker_prompt *pv = broker_prompts(a->broker, &np);
 	struct strbuf sb = STRBUF_INIT;
 	strbuf_appendc(&sb, '{');
 	json_kv_int(&sb, "exitStatus", exit_status);
-	json_kv_str(&sb, "session", session);
-	json_kv_str(&sb, "turn", turn);
+	json_kv_int(&sb, "commandExitStatus", a->exit_status);
+	json_kv_str(&sb, "session", c->session);
+	json_kv_str(&sb, "toolCall", c->tool_call);
+	json_kv_str(&sb, "turn", a->turn_id);
+	json_kv_int(&sb, "attempts", attempts);
 	json_kv_int(&sb, "requests", (int64_t)st->requests);
 	json_kv_int(&sb, "allowed", (int64_t)st->allowed);
 	json_kv_int(&sb, "denied", (int64_t)st->denied);
@@ -368,289 +858,103 @@ static void print_json_report(const struct run_options *o, const char *session, 
 			strbuf_appendc(&sb, ',');
 		json_append_strings(&sb, oversize[i]);
 	}
-	strbuf_appends(&sb, "]}\n");
+	strbuf_appendc(&sb, ']');
+	print_prompts_json(&sb, pv, np);
+	strbuf_appends(&sb, "}\n");
 	if (!sb.oom)
 		fputs(sb.buf, stderr);
 	strbuf_free(&sb);
-	(void)o;
 }
+
+static void report_backup_gaps(const struct run_ctx *c, const struct attempt *a)
+{
+	const struct broker_stats *st = broker_get_stats(a->broker);
+	char **oversize = broker_not_backed_up(a->broker);
+	if (!st->not_backed_up)
+		return;
+	log_warning("%" PRIu64 " file(s) changed without a backup (larger than maxSizeMB=%" PRIu64 "):",
+		    st->not_backed_up, c->settings->backup_max_size_mb);
+	for (size_t i = 0; oversize && oversize[i] && i < 10; i++)
+		log_warning("  %s", oversize[i]);
+}
+
+#define MAX_ATTEMPTS 4
 
 int run_command(const struct run_options *o)
 {
-	int r, ret = RUN_EXIT_FAILURE;
-	_cleanup_free_ char *workspace = NULL, *scratch = NULL, *state_dir = NULL, *session = NULL,
-			    *tool_call = NULL, *cmdline = NULL, *audit_path = NULL, *failed = NULL;
-	struct settings *settings = NULL;
-	struct policy *policy = NULL;
-	struct store *store = NULL;
-	struct store_turn *turn = NULL;
-	bool turn_owned = false;
-	struct audit *audit = NULL;
-	struct broker *broker = NULL;
-	struct supervisor *sv = NULL;
-	struct sandbox_landlock ll = {.ruleset_fd = -1};
-	struct sock_fprog prog = {0};
-	int sfd = -1, sock[2] = {-1, -1};
-	sigset_t mask, oldmask;
-	bool mask_set = false;
+	struct run_ctx c = {.o = o, .ll = {.ruleset_fd = -1}};
+	struct attempt a = {0};
+	int ret = RUN_EXIT_FAILURE;
 
-	workspace = realpath(o->workspace ? o->workspace : ".", NULL);
-	if (!workspace) {
-		log_error_errno(errno, "Failed to open the workspace \"%s\": %m",
-				o->workspace ? o->workspace : ".");
+	if (setup(&c) < 0)
 		goto out;
-	}
-	struct stat wst;
-	if (stat(workspace, &wst) < 0 || !S_ISDIR(wst.st_mode)) {
-		log_error("The workspace \"%s\" is not a directory", workspace);
+	if (o->rollback && rollback_turn(&c, o->rollback) < 0)
 		goto out;
-	}
-
-	struct sandbox_features feat;
-	sandbox_probe(&feat);
-	if (feat.landlock_abi < 1) {
-		log_error("Failed to set up the sandbox: this kernel has no Landlock");
-		log_error("Hint: Landlock needs Linux 5.13+ with CONFIG_SECURITY_LANDLOCK=y and \"landlock\" in the lsm= boot parameter; `brokered doctor` shows what is missing.");
-		goto out;
-	}
-	if (!feat.seccomp_notify) {
-		log_error("Failed to set up the sandbox: this kernel has no seccomp user notification");
-		log_error("Hint: seccomp user notification needs Linux 5.9+ (5.14+ for ADDFD_FLAG_SEND); `brokered doctor` shows what is missing.");
-		goto out;
-	}
-
-	const char *home = getenv("HOME");
-	struct passwd *pw = NULL;
-	if (!home || home[0] != '/') {
-		pw = getpwuid(getuid());
-		home = pw ? pw->pw_dir : NULL;
-	}
-
-	if ((r = settings_new(&settings)) < 0) {
-		log_error_errno(r, "Failed to allocate settings: %m");
-		goto out;
-	}
-	struct settings_error serr = {0};
-	r = settings_load_all(settings, home, getenv("XDG_CONFIG_HOME"), workspace, o->settings, &serr);
-	if (r < 0) {
-		log_error("Failed to load settings: %s", serr.message ? serr.message : strerror(-r));
-		settings_error_done(&serr);
-		goto out;
-	}
-	for (size_t i = 0; i < settings->n_warnings; i++)
-		log_warning("%s", settings->warnings[i]);
-
-	if ((r = store_state_dir(&state_dir)) < 0) {
-		log_error_errno(r, "Failed to create the state directory: %m");
-		goto out;
-	}
-	if (o->session) {
-		if (!store_id_valid(o->session)) {
-			log_error("Invalid session id \"%s\"", o->session);
+	for (int n = 1;; n++) {
+		_cleanup_strbuf_ struct strbuf m = STRBUF_INIT;
+		if (n > 1)
+			strbuf_printf(&m, "%s (rerun %d, with approval)", c.msg, n - 1);
+		const char *msg = n > 1 ? strbuf_cstr(&m) : c.msg;
+		if (run_attempt(&c, msg, &a) < 0)
+			goto out;
+		size_t np;
+		const struct broker_prompt *pv = broker_prompts(a.broker, &np);
+		ret = a.exit_status;
+		report_backup_gaps(&c, &a);
+		if (np == 0 || n >= MAX_ATTEMPTS) {
+			if (o->json)
+				print_json_report(&c, &a, np ? RUN_EXIT_APPROVAL : ret, n);
+			if (np)
+				ret = RUN_EXIT_APPROVAL;
+			attempt_commit(&a, msg);
+			break;
+		}
+		/* Refusals that the user may approve: ask once, roll back, rerun with grants. */
+		enum approval_answer ans = APPROVAL_DENY;
+		bool can_roll_back = a.turn_owned && c.settings->backup_enabled;
+		if (approval_interactive() && can_roll_back)
+			ans = approval_ask(pv, np);
+		if (ans == APPROVAL_DENY) {
+			if (o->json)
+				print_json_report(&c, &a, RUN_EXIT_APPROVAL, n);
+			log_error("%zu access(es) need approval; nothing was granted:", np);
+			for (size_t i = 0; i < np && i < 20; i++) {
+				char acc[64];
+				approval_access_names(pv[i].access, acc, sizeof acc);
+				log_error("  %s %s (%s)", acc, pv[i].path, pv[i].rule);
+			}
+			if (can_roll_back)
+				log_error("Hint: to allow them, rerun with --rollback %s and --approve PATH[=ACCESS] for each.",
+					  a.turn_id);
+			else
+				log_error("Hint: to allow them, rerun with --approve PATH[=ACCESS] for each (inside an explicit turn the attempt is not rolled back).");
+			ret = RUN_EXIT_APPROVAL;
+			attempt_commit(&a, msg);
+			break;
+		}
+		for (size_t i = 0; i < np; i++)
+			if (policy_add_grant(c.policy, pv[i].path, pv[i].access) < 0)
+				log_warning("Failed to grant \"%s\"", pv[i].path);
+		if (ans == APPROVAL_SESSION &&
+		    approval_save_session(store_session_dir(c.store), pv, np) < 0)
+			log_warning("Failed to remember the grants for the session");
+		_cleanup_strbuf_ struct strbuf cm = STRBUF_INIT;
+		strbuf_printf(&cm, "%s (attempt refused, rolled back for approval)", msg);
+		if (attempt_commit(&a, strbuf_cstr(&cm)) < 0 || rollback_turn(&c, a.turn_id) < 0) {
+			log_error("Not rerunning: the refused attempt could not be rolled back");
 			goto out;
 		}
-		session = strdup(o->session);
-	} else if ((r = cli_default_session_id(workspace, &session)) < 0) {
-		log_error_errno(r, "Failed to derive a session id: %m");
-		goto out;
-	}
-	tool_call = o->tool_call ? strdup(o->tool_call) : make_tool_call_id();
-	cmdline = command_line(o->argv);
-	if (!session || !tool_call || !cmdline) {
-		log_error("Out of memory");
-		goto out;
-	}
-
-	if ((r = make_scratch(&scratch)) < 0) {
-		log_error_errno(r, "Failed to create the scratch directory: %m");
-		goto out;
-	}
-	struct policy_error perr = {0};
-	r = policy_new(settings, workspace, scratch, home, state_dir, &policy, &perr);
-	if (r < 0) {
-		log_error("Failed to build the policy: %s", perr.message ? perr.message : strerror(-r));
-		policy_error_done(&perr);
-		goto out;
-	}
-
-	/* Settings the sandbox must not edit beyond the built-in ones: an XDG config dir elsewhere,
-	 * and the --settings file. */
-	{
-		const char *xdg = getenv("XDG_CONFIG_HOME");
-		_cleanup_free_ char *extra_real = o->settings ? realpath(o->settings, NULL) : NULL;
-		struct strbuf sb = STRBUF_INIT;
-		if (xdg && xdg[0] == '/')
-			strbuf_printf(&sb, "%s/brokered", xdg);
-		if ((sb.len && (r = policy_protect(policy, sb.buf, "settings")) < 0) ||
-		    (extra_real && (r = policy_protect(policy, extra_real, "settings")) < 0)) {
-			strbuf_free(&sb);
-			log_error_errno(r, "Failed to protect the settings files: %m");
+		attempt_done(&a);
+		/* A fresh scratch dir for the rerun. */
+		(void)remove_tree_at(AT_FDCWD, c.scratch, 0);
+		if (mkdir(c.scratch, 0700) < 0) {
+			log_error_errno(errno, "Failed to recreate the scratch directory: %m");
 			goto out;
 		}
-		strbuf_free(&sb);
-	}
-
-	if ((r = store_open(state_dir, session, &store)) < 0) {
-		log_error_errno(r, "Failed to open the backup store of session \"%s\": %m", session);
-		goto out;
-	}
-	struct store_options so = {
-		.enabled = settings->backup_enabled,
-		.max_size_bytes = settings->backup_max_size_mb * 1024 * 1024,
-		.deny_oversize = settings->backup_deny_oversize,
-		.sync = true,
-	};
-	const char *msg = o->message ? o->message : cmdline;
-	if ((r = store_turn_join_or_begin(store, &so, tool_call, msg, &turn, &turn_owned)) < 0) {
-		log_error_errno(r, "Failed to open a backup turn: %m");
-		goto out;
-	}
-	{
-		struct strbuf sb = STRBUF_INIT;
-		strbuf_printf(&sb, "%s/audit.log", store_session_dir(store));
-		audit_path = strbuf_steal(&sb);
-	}
-	if (!audit_path || (r = audit_open(audit_path, session, tool_call, &audit)) < 0) {
-		log_error_errno(r, "Failed to open the audit log \"%s\": %m", audit_path ? audit_path : "");
-		goto out;
-	}
-
-	struct broker_config bc = {
-		.workspace = workspace,
-		.scratch = scratch,
-		.state_dir = state_dir,
-		.home = home,
-		.backup_enabled = settings->backup_enabled,
-	};
-	if ((r = broker_new(&bc, audit, turn, &broker)) < 0) {
-		log_error_errno(r, "Failed to start the broker: %m");
-		goto out;
-	}
-	broker_set_policy(broker, policy);
-
-	if ((r = sandbox_landlock_prepare(scratch, &ll, &failed)) < 0) {
-		log_error_errno(r, "Failed to build the Landlock ruleset%s%s%s: %m", failed ? " for \"" : "",
-				failed ? failed : "", failed ? "\"" : "");
-		goto out;
-	}
-	if ((r = sandbox_build_filter(&prog)) < 0) {
-		log_error_errno(r, "Failed to build the seccomp filter: %m");
-		goto out;
-	}
-
-	/* Environment the command sees. */
-	setenv("TMPDIR", scratch, 1);
-	setenv("BROKERED_SESSION_ID", session, 1);
-	setenv("BROKERED_TOOL_CALL_ID", tool_call, 1);
-	setenv("BROKERED_WORKSPACE", workspace, 1);
-	setenv("BROKERED_TURN_ID", store_turn_id(turn), 1);
-
-	/* Signals are read from a signalfd; the child gets the old mask back. */
-	sigemptyset(&mask);
-	int sigs[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2};
-	for (size_t i = 0; i < ELEMENTSOF(sigs); i++)
-		sigaddset(&mask, sigs[i]);
-	sigprocmask(SIG_BLOCK, &mask, &oldmask);
-	mask_set = true;
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (sfd < 0) {
-		log_error_errno(errno, "Failed to create a signalfd: %m");
-		goto out;
-	}
-	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
-		log_error_errno(errno, "Failed to become the child subreaper: %m");
-		goto out;
-	}
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sock) < 0) {
-		log_error_errno(errno, "Failed to create a socket pair: %m");
-		goto out;
-	}
-	(void)audit_flush(audit);
-	fflush(NULL);
-
-	struct run_state rs = {.listener = -1};
-	rs.child = fork();
-	if (rs.child < 0) {
-		log_error_errno(errno, "Failed to fork: %m");
-		goto out;
-	}
-	if (rs.child == 0) {
-		close(sock[0]);
-		close(sfd);
-		child_main(o, sock[1], &ll, &prog, feat.wait_killable, &oldmask);
-	}
-	close(sock[1]);
-	sock[1] = -1;
-	rs.listener = recv_fd(sock[0]);
-	if (rs.listener < 0) {
-		int e = rs.listener;
-		int stage = (-e) >> 16, err = (-e) & 0xffff;
-		waitpid(rs.child, NULL, 0);
-		if (e == -ECHILD || e == -EPROTO)
-			log_error("Failed to start the sandboxed command: the child exited early");
-		else
-			log_error_errno(err, "Failed to %s: %m", stage_name(stage));
-		goto out;
-	}
-	/* Wake the target on the CPU that answers it (6.6+); harmless where unsupported. */
-	uint64_t fl = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP;
-	(void)ioctl(rs.listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, &fl);
-
-	if ((r = supervisor_new(rs.listener, broker, &sv)) < 0) {
-		log_error_errno(r, "Failed to start the supervisor: %m");
-		kill(rs.child, SIGKILL);
-		goto out;
-	}
-	r = supervise(&rs, sv, audit, sfd);
-	if (r < 0) {
-		kill(rs.child, SIGKILL);
-	}
-	/* Reap whatever is left (all sandboxed processes are gone once the listener hung up). */
-	while (waitpid(-1, NULL, __WALL) > 0 || errno == EINTR)
-		;
-	safe_close(rs.listener);
-	ret = rs.child_done ? status_to_exit(rs.child_status) : RUN_EXIT_FAILURE;
-
-	/* The terminal's foreground may still be the command's process group. */
-	if (isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) != getpgrp()) {
-		signal(SIGTTOU, SIG_IGN);
-		(void)tcsetpgrp(STDIN_FILENO, getpgrp());
-		signal(SIGTTOU, SIG_DFL);
-	}
-
-	const struct broker_stats *st = broker_get_stats(broker);
-	char **oversize = broker_not_backed_up(broker);
-	if (st->not_backed_up) {
-		log_warning("%" PRIu64 " file(s) changed without a backup (larger than maxSizeMB=%" PRIu64 "):",
-			    st->not_backed_up, settings->backup_max_size_mb);
-		for (size_t i = 0; oversize && oversize[i] && i < 10; i++)
-			log_warning("  %s", oversize[i]);
-	}
-	if (o->json)
-		print_json_report(o, session, store_turn_id(turn), ret, st, oversize);
-	if (turn_owned) {
-		r = store_turn_commit(turn, msg);
-		turn = NULL;
-		if (r < 0)
-			log_warning_errno(r, "Failed to commit the backup turn (it stays open; `brokered log` lists it): %m");
+		log_info("rerunning with approval (attempt %d)", n + 1);
 	}
 out:
-	if (turn)
-		store_turn_free(turn);
-	supervisor_free(sv);
-	broker_free(broker);
-	audit_close(audit);
-	store_close(store);
-	policy_free(policy);
-	settings_free(settings);
-	free(prog.filter);
-	safe_close(ll.ruleset_fd);
-	safe_close(sock[0]);
-	safe_close(sock[1]);
-	safe_close(sfd);
-	if (mask_set)
-		sigprocmask(SIG_SETMASK, &oldmask, NULL);
-	if (scratch)
-		(void)remove_tree_at(AT_FDCWD, scratch, 0);
+	attempt_done(&a);
+	ctx_done(&c);
 	return ret;
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "sandbox.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -18,6 +19,8 @@
 
 #include "basic/kernel-compat.h"
 #include "basic/macro.h"
+#include "basic/path-util.h"
+#include "basic/strbuf.h"
 
 static long ll_create_ruleset(const void *attr, size_t size, uint32_t flags)
 {
@@ -98,7 +101,72 @@ static int ll_allow_path(int ruleset, const char *path, uint64_t rights, bool op
 	return 0;
 }
 
-int sandbox_landlock_prepare(const char *scratch_dir, struct sandbox_landlock *ret,
+unsigned sandbox_read_rules_added;
+
+static bool is_ancestor_of_any(const char *path, const char *const *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (path_is_under(v[i], path) && strcmp(v[i], path) != 0)
+			return true;
+	return false;
+}
+
+static bool is_any(const char *path, const char *const *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (path_is_under(path, v[i]))
+			return true;
+	return false;
+}
+
+/*
+ * Grant READ_FILE on every entry of dir except the denied subtrees, descending only into the
+ * directories that lead to one. Landlock has no "deny" rule: the allow-list is built around them.
+ * Entries created later directly in such a directory are not readable (documented limit).
+ */
+static int ll_allow_reads_around(int ruleset, const char *dir, const char *const *denied,
+				 size_t n, int depth)
+{
+	if (depth > 64)
+		return -ELOOP;
+	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT || errno == EACCES ? 0 : negative_errno();
+	DIR *d = fdopendir(fd);
+	if (!d)
+		return negative_errno();
+	fd = -1;
+	int r = 0;
+	struct dirent *de;
+	struct strbuf sb = STRBUF_INIT;
+	while (r >= 0 && (de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		strbuf_reset(&sb);
+		if ((r = path_join(dir, de->d_name, &sb)) < 0)
+			break;
+		if (is_any(sb.buf, denied, n))
+			continue;
+		if (is_ancestor_of_any(sb.buf, denied, n)) {
+			struct stat st;
+			if (lstat(sb.buf, &st) == 0 && S_ISDIR(st.st_mode)) {
+				r = ll_allow_reads_around(ruleset, sb.buf, denied, n, depth + 1);
+				continue;
+			}
+		}
+		r = ll_allow_path(ruleset, sb.buf, LANDLOCK_ACCESS_FS_READ_FILE, true);
+		if (r == -EACCES || r == -ELOOP || r == -ENOENT)
+			r = 0; /* unreadable to us anyway, or gone */
+		else if (r >= 0)
+			sandbox_read_rules_added++;
+	}
+	strbuf_free(&sb);
+	closedir(d);
+	return r;
+}
+
+int sandbox_landlock_prepare(const char *scratch_dir, const char *const *read_denied,
+			     size_t n_read_denied, struct sandbox_landlock *ret,
 			     char **ret_failed_path)
 {
 	/* Device nodes a shell and common tools write to. /dev/pts covers the terminal. */
@@ -110,13 +178,15 @@ int sandbox_landlock_prepare(const char *scratch_dir, struct sandbox_landlock *r
 	if (abi < 1)
 		return -EOPNOTSUPP;
 	uint64_t fs = ll_write_rights((int)abi);
+	bool read_deny = n_read_denied > 0;
+	uint64_t handled = fs | (read_deny ? LANDLOCK_ACCESS_FS_READ_FILE : 0);
 	uint64_t scoped = abi >= 6 ? LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL : 0;
-	struct brokered_landlock_ruleset_attr attr = {.handled_access_fs = fs, .scoped = scoped};
+	struct brokered_landlock_ruleset_attr attr = {.handled_access_fs = handled, .scoped = scoped};
 	size_t attr_size = abi >= 6 ? sizeof attr : sizeof attr.handled_access_fs;
 	int rs = (int)ll_create_ruleset(&attr, attr_size, 0);
 	if (rs < 0)
 		return negative_errno();
-	int k = ll_allow_path(rs, scratch_dir, fs, false);
+	int k = ll_allow_path(rs, scratch_dir, handled, false);
 	if (k < 0) {
 		if (ret_failed_path)
 			*ret_failed_path = strdup(scratch_dir);
@@ -133,8 +203,16 @@ int sandbox_landlock_prepare(const char *scratch_dir, struct sandbox_landlock *r
 			return k;
 		}
 	}
-	*ret = (struct sandbox_landlock){.ruleset_fd = rs, .abi = (int)abi, .handled_fs = fs,
-					 .scoped = scoped};
+	if (read_deny) {
+		sandbox_read_rules_added = 0;
+		k = ll_allow_reads_around(rs, "/", read_denied, n_read_denied, 0);
+		if (k < 0) {
+			close(rs);
+			return k;
+		}
+	}
+	*ret = (struct sandbox_landlock){.ruleset_fd = rs, .abi = (int)abi, .handled_fs = handled,
+					 .scoped = scoped, .read_deny = read_deny};
 	return 0;
 }
 

@@ -9,6 +9,7 @@
 
 #include <linux/filter.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct sandbox_features {
@@ -27,6 +28,7 @@ void sandbox_probe(struct sandbox_features *f);
 
 struct sandbox_landlock {
 	int ruleset_fd;
+	bool read_deny; /* READ_FILE handled: the denied subtrees are not readable */
 	int abi;
 	uint64_t handled_fs;
 	uint64_t scoped;
@@ -36,8 +38,10 @@ struct sandbox_landlock {
  * Create the Landlock ruleset in the parent: writable scratch_dir, the device nodes, and nothing
  * else writable. A missing device node is skipped; a missing scratch dir is an error.
  */
-int sandbox_landlock_prepare(const char *scratch_dir, struct sandbox_landlock *ret,
-			     char **ret_failed_path);
+int sandbox_landlock_prepare(const char *scratch_dir, const char *const *read_denied,
+			     size_t n_read_denied, struct sandbox_landlock *ret, char **ret_failed_path);
+/* Rules the read allow-list needed (for the doctor and benchmarks). */
+extern unsigned sandbox_read_rules_added;
 /* In the child: restrict self. */
 int sandbox_landlock_apply(const struct sandbox_landlock *ll);
 
