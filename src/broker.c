@@ -12,12 +12,33 @@
 #include <unistd.h>
 
 #include "audit.h"
+#include "basic/escape.h"
+#include "basic/json-write.h"
 #include "basic/macro.h"
 #include "basic/path-util.h"
 #include "basic/strbuf.h"
 #include "policy.h"
 #include "proc.h"
 #include "store.h"
+#include "trash.h"
+
+/* The socket door's state while it serves one request (see the end of this file); all zero while
+ * the supervisor's requests are handled, so that path behaves exactly as without the door. */
+struct op_log;
+struct broker_door {
+	bool host;	   /* a host operation: the broker performs even what the kernel would allow */
+	const char *phase; /* audit phase instead of notify-* */
+	const char *extra; /* escaped "ipcToolCall=... trace=..." for the audit line */
+	bool capture;	   /* copy the outcome of each log_op() into the fields below */
+	int decision;	   /* enum decision of the last operation logged */
+	char *real, *real_to;
+	const char *backup;
+	bool logged;	 /* some operation was logged (decided or failed) */
+	int delete_mode; /* enum broker_delete_mode for deletes that name none (persistent) */
+};
+static void door_capture(struct broker *b, const struct op_log *l);
+struct resolved;
+static int trash_move(struct broker *b, struct resolved *res, struct op_log *l, char **ret_trashed);
 
 struct broker {
 	struct broker_config cfg;
@@ -31,6 +52,7 @@ struct broker {
 	struct broker_prompt *prompts;
 	size_t n_prompts;
 	const char *cur_op; /* the operation being decided, for prompt blocks */
+	struct broker_door door; /* the socket door's per-request state (the end of this file) */
 };
 
 static const char *const op_names[_BROKER_OP_MAX] = {
@@ -200,7 +222,7 @@ static enum decision decide(struct broker *b, const char *real, unsigned access,
 		return DECIDE_DENY;
 	/* Without Landlock nothing but the broker enforces: it performs everything itself (a
 	 * CONTINUE would let a racing thread swap the path after the check). */
-	enum decision kernel = b->cfg.kernel_enforces ? DECIDE_KERNEL : DECIDE_BROKER;
+	enum decision kernel = b->cfg.kernel_enforces && !b->door.host ? DECIDE_KERNEL : DECIDE_BROKER;
 	if (path_is_under(real, b->cfg.scratch)) {
 		*ret_reason = "scratch";
 		return kernel;
@@ -294,16 +316,19 @@ static void log_op(struct broker *b, const struct broker_req *q, const struct op
 		snprintf(res, sizeof res, "errno%d", -result);
 		rn = res;
 	}
-	char extra[256] = "";
+	char extra[1024] = "";
 	int n = 0;
 	n += snprintf(extra + n, sizeof extra - (size_t)n, "syscall=%s",
 		      q->syscall_name ? q->syscall_name : "-");
 	if (l->reason)
 		n += snprintf(extra + n, sizeof extra - (size_t)n, " rule=%s", l->reason);
 	if (l->backup && n < (int)sizeof extra)
-		snprintf(extra + n, sizeof extra - (size_t)n, " backup=%s", l->backup);
+		n += snprintf(extra + n, sizeof extra - (size_t)n, " backup=%s", l->backup);
+	if (b->door.extra && n < (int)sizeof extra)
+		snprintf(extra + n, sizeof extra - (size_t)n, " %s", b->door.extra);
+	door_capture(b, l);
 	struct audit_record rec = {
-		.phase = l->phase,
+		.phase = b->door.phase ? b->door.phase : l->phase,
 		.op = broker_op_name(q->op),
 		.path = l->path,
 		.normalised = l->real,
@@ -728,6 +753,16 @@ static int do_unlink(struct broker *b, const struct broker_req *q, struct broker
 			}
 		}
 	}
+	if (b->door.delete_mode == BROKER_DELETE_TRASH && !rmdir_) {
+		/* Configured to trash deletes: a file system without a trash falls back to unlink. */
+		r = trash_move(b, res, l, NULL);
+		if (r != -EXDEV) {
+			if (r < 0)
+				return r;
+			set_value(resp, 0);
+			return 0;
+		}
+	}
 	bool consumed = false;
 	r = broker_before_change(b, res->parent_fd, res->name, res->real, STORE_CONSUME, &consumed, l);
 	if (r < 0)
@@ -1142,4 +1177,819 @@ void broker_handle(struct broker *b, const struct broker_req *q, struct broker_r
 	}
 	log_op(b, q, &l, r < 0 ? r : 0, &t0);
 	resolved_done(&res);
+}
+
+/* ---- the socket door ---- */
+
+const char *broker_ipc_decision_name(enum broker_ipc_decision d)
+{
+	switch (d) {
+	case BROKER_IPC_GRANT_TOKEN:
+		return "grant-token";
+	case BROKER_IPC_HOST_OP:
+		return "host-op";
+	case BROKER_IPC_SANDBOX:
+		return "sandbox";
+	case BROKER_IPC_DENY:
+		return "deny";
+	case BROKER_IPC_NONE:
+	default:
+		return NULL;
+	}
+}
+
+void broker_ipc_result_done(struct broker_ipc_result *r)
+{
+	free(r->real);
+	free(r->real_to);
+	free(r->trashed);
+	safe_close(r->fd);
+	*r = (struct broker_ipc_result)BROKER_IPC_RESULT_INIT;
+}
+
+void broker_set_turn(struct broker *b, struct store_turn *t)
+{
+	b->turn = t;
+}
+
+struct store_turn *broker_get_turn(const struct broker *b)
+{
+	return b->turn;
+}
+
+void broker_set_delete_mode(struct broker *b, enum broker_delete_mode m)
+{
+	b->door.delete_mode = m == BROKER_DELETE_TRASH ? BROKER_DELETE_TRASH : BROKER_DELETE_UNLINK;
+}
+
+static int dup_or_null(const char *s, char **ret)
+{
+	free(*ret);
+	*ret = NULL;
+	if (s && !(*ret = strdup(s)))
+		return -ENOMEM;
+	return 0;
+}
+
+static void door_capture(struct broker *b, const struct op_log *l)
+{
+	if (!b->door.capture)
+		return;
+	b->door.logged = true;
+	b->door.decision = l->decision;
+	b->door.backup = l->backup;
+	(void)dup_or_null(l->real, &b->door.real);
+	(void)dup_or_null(l->real_to, &b->door.real_to);
+}
+
+static void door_begin(struct broker *b, const struct broker_ipc_ctx *c, const char *phase, bool host,
+		       struct strbuf *extra)
+{
+	strbuf_appends(extra, "door=ipc");
+	if (c->tool_call && *c->tool_call) {
+		strbuf_appends(extra, " ipcToolCall=");
+		escape_appends(extra, c->tool_call);
+	}
+	if (c->trace && *c->trace) {
+		strbuf_appends(extra, " trace=");
+		escape_appends(extra, c->trace);
+	}
+	int dm = b->door.delete_mode;
+	b->door = (struct broker_door){
+		.host = host,
+		.phase = phase,
+		.extra = extra->oom ? NULL : strbuf_cstr(extra),
+		.capture = true,
+		.delete_mode = dm,
+	};
+}
+
+static void door_end(struct broker *b, int r, bool token, struct broker_ipc_result *ret)
+{
+	ret->error = r < 0 ? r : 0;
+	if (!ret->real)
+		ret->real = TAKE_PTR(b->door.real);
+	if (!ret->real_to)
+		ret->real_to = TAKE_PTR(b->door.real_to);
+	if (!ret->backup)
+		ret->backup = b->door.backup;
+	enum decision d = b->door.decision;
+	if (r >= 0)
+		ret->decision = token ? (ret->fd >= 0 ? BROKER_IPC_GRANT_TOKEN : BROKER_IPC_SANDBOX)
+				      : BROKER_IPC_HOST_OP;
+	else if (b->door.logged && refused(d) && (r == -EACCES || r == -EPERM))
+		ret->decision = BROKER_IPC_DENY;
+	else if (b->door.logged && d != DECIDE_DENY)
+		ret->decision = token ? BROKER_IPC_GRANT_TOKEN : BROKER_IPC_HOST_OP;
+	else
+		ret->decision = r == -EACCES ? BROKER_IPC_DENY : BROKER_IPC_NONE;
+	free(b->door.real);
+	free(b->door.real_to);
+	int dm = b->door.delete_mode;
+	b->door = (struct broker_door){.delete_mode = dm};
+}
+
+static struct broker_req door_req(const struct broker_ipc_ctx *c, enum broker_op op,
+				  const char *syscall, const char *path)
+{
+	return (struct broker_req){
+		.op = op,
+		.tid = c->pid > 0 ? c->pid : getpid(),
+		.syscall_name = syscall,
+		.dirfd = AT_FDCWD,
+		.path = path,
+		.fd = -1,
+		.dirfd2 = AT_FDCWD,
+	};
+}
+
+/* One request through the common broker code; -errno, or 0 with an fd in *ret_fd for opens. */
+static int door_handle(struct broker *b, const struct broker_req *q, int *ret_fd)
+{
+	struct broker_resp resp;
+	broker_handle(b, q, &resp);
+	int r;
+	switch (resp.kind) {
+	case BROKER_RESP_VALUE:
+		r = resp.value < 0 ? (int)resp.value : 0;
+		break;
+	case BROKER_RESP_FD:
+		r = 0;
+		if (ret_fd)
+			*ret_fd = TAKE_FD(resp.fd);
+		break;
+	case BROKER_RESP_CONTINUE:
+		r = 0; /* the kernel would allow it: only token opens get here (SANDBOX) */
+		break;
+	case BROKER_RESP_DEFER:
+		r = -EAGAIN; /* a FIFO without a reader: never block the broker for a socket client */
+		break;
+	case BROKER_RESP_ERROR:
+	default:
+		r = resp.value < 0 ? (int)resp.value : -EIO;
+		break;
+	}
+	broker_resp_done(&resp);
+	return r;
+}
+
+static struct resolve_ctx door_ctx(struct broker *b, const struct broker_ipc_ctx *c)
+{
+	return (struct resolve_ctx){c->pid > 0 ? c->pid : getpid(), b->root_fd};
+}
+
+static void now(struct timespec *t)
+{
+	clock_gettime(CLOCK_MONOTONIC, t);
+}
+
+/* Read token: the policy's read decision; the broker opens the file read-only (never blocking). */
+static int door_read(struct broker *b, const struct broker_ipc_ctx *c, const char *path, int flags,
+		     struct broker_ipc_result *ret)
+{
+	struct timespec t0;
+	now(&t0);
+	struct broker_req q = door_req(c, BROKER_OP_OPEN, "ipc-read", path);
+	q.flags = (uint64_t)flags;
+	struct resolved res = RESOLVED_INIT;
+	struct op_log l = {.phase = "ipc-token", .path = path, .decision = DECIDE_DENY};
+	struct resolve_ctx ctx = door_ctx(b, c);
+	int r = resolve_path(&ctx, AT_FDCWD, path,
+			     ((flags & O_NOFOLLOW) ? 0 : RESOLVE_FOLLOW) | RESOLVE_ALLOW_DOTDOT, &res);
+	if (r >= 0) {
+		l.real = res.real;
+		if (!res.exists)
+			r = -ENOENT;
+		else if (S_ISLNK(res.st.st_mode))
+			r = -ELOOP;
+	}
+	if (r >= 0) {
+		l.decision = decide(b, res.real, POLICY_ACCESS_READ, &res.st, &l.reason);
+		if (refused(l.decision)) {
+			r = -EACCES;
+		} else if (l.decision == DECIDE_BROKER) {
+			int fd;
+			int of = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+			if (res.obj_fd >= 0) {
+				char p[64];
+				proc_fd_path(p, sizeof p, res.obj_fd);
+				fd = open(p, of);
+			} else {
+				fd = openat(res.parent_fd, res.name, of | O_NOFOLLOW);
+			}
+			if (fd < 0) {
+				r = negative_errno();
+			} else {
+				if (!(flags & O_NONBLOCK)) {
+					int fl = fcntl(fd, F_GETFL);
+					if (fl >= 0)
+						(void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+				}
+				ret->fd = fd;
+			}
+		}
+	}
+	log_op(b, &q, &l, r < 0 ? r : 0, &t0);
+	resolved_done(&res);
+	return r;
+}
+
+void broker_ipc_token(struct broker *b, const struct broker_ipc_ctx *c, const char *path, bool write,
+		      int flags, mode_t mode, struct broker_ipc_result *ret)
+{
+	*ret = (struct broker_ipc_result)BROKER_IPC_RESULT_INIT;
+	if (!path || path[0] != '/') {
+		ret->error = -EINVAL;
+		return;
+	}
+	_cleanup_strbuf_ struct strbuf extra = STRBUF_INIT;
+	door_begin(b, c, "ipc-token", false, &extra);
+	int r;
+	if (!write) {
+		r = door_read(b, c, path, flags, ret);
+	} else {
+		struct broker_req q = door_req(c, BROKER_OP_OPEN, "ipc-token", path);
+		q.flags = (uint64_t)flags;
+		q.mode = mode;
+		r = door_handle(b, &q, &ret->fd);
+	}
+	door_end(b, r, true, ret);
+}
+
+/* Move an already resolved and allowed path to the trash, recording its pre-image first. */
+static int trash_move(struct broker *b, struct resolved *res, struct op_log *l, char **ret_trashed)
+{
+	bool isdir = S_ISDIR(res->st.st_mode);
+	/* Not consumed: the file lives on in the trash, so the store copies it (a tree with it). */
+	int r = broker_before_change(b, res->parent_fd, res->name, res->real, isdir ? STORE_TREE : 0,
+				     NULL, l);
+	if (r < 0)
+		return r;
+	return trash_put_at(res->parent_fd, res->name, res->real, ret_trashed);
+}
+
+static int dir_is_empty_at(int parent_fd, const char *name)
+{
+	int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return negative_errno();
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return negative_errno();
+	}
+	struct dirent *de;
+	int empty = 1;
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+			empty = 0;
+			break;
+		}
+	closedir(d);
+	return empty;
+}
+
+static int door_trash(struct broker *b, const struct broker_ipc_ctx *c, const char *path,
+		      bool recursive, struct broker_ipc_result *ret)
+{
+	struct timespec t0;
+	now(&t0);
+	struct broker_req q = door_req(c, BROKER_OP_UNLINK, "ipc-trash", path);
+	struct resolved res = RESOLVED_INIT;
+	struct op_log l = {.phase = "ipc-host-op", .path = path, .decision = DECIDE_DENY};
+	struct resolve_ctx ctx = door_ctx(b, c);
+	int r = resolve_path(&ctx, AT_FDCWD, path, 0, &res);
+	if (r >= 0) {
+		l.real = res.real;
+		if (!strcmp(res.name, ".") || !strcmp(res.name, ".."))
+			r = -EINVAL;
+		else if (!res.exists)
+			r = -ENOENT;
+		else if (S_ISDIR(res.st.st_mode) && !recursive &&
+			 (r = dir_is_empty_at(res.parent_fd, res.name)) >= 0)
+			r = r ? 0 : -ENOTEMPTY;
+	}
+	if (r >= 0) {
+		l.decision = decide(b, res.real, POLICY_ACCESS_DELETE, &res.st, &l.reason);
+		if (refused(l.decision))
+			r = -EACCES;
+		else
+			r = trash_move(b, &res, &l, &ret->trashed);
+	}
+	log_op(b, &q, &l, r < 0 ? r : 0, &t0);
+	resolved_done(&res);
+	return r;
+}
+
+/* Names in a directory (bounded), for the recursive forms. */
+static int list_names_at(int parent_fd, const char *name, size_t *budget, char ***ret, size_t *ret_n)
+{
+	int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return negative_errno();
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return negative_errno();
+	}
+	char **v = NULL;
+	size_t n = 0;
+	int r = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (*budget == 0) {
+			r = -E2BIG;
+			break;
+		}
+		(*budget)--;
+		char **nv = realloc(v, (n + 1) * sizeof *nv);
+		if (!nv || !(nv[n] = strdup(de->d_name))) {
+			if (nv)
+				v = nv;
+			r = -ENOMEM;
+			break;
+		}
+		v = nv;
+		n++;
+	}
+	closedir(d);
+	if (r < 0) {
+		for (size_t i = 0; i < n; i++)
+			free(v[i]);
+		free(v);
+		return r;
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
+static void names_free(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/*
+ * rm -r: a first pass only checks the policy on every path (so a refusal changes nothing), the
+ * second removes depth first, each path through the common unlink code (backed up, logged).
+ */
+static int door_rm_tree(struct broker *b, const struct broker_ipc_ctx *c, const char *path,
+			bool check, unsigned depth, size_t *budget)
+{
+	if (depth > BROKER_TREE_MAX_DEPTH)
+		return -ELOOP;
+	struct resolved res = RESOLVED_INIT;
+	struct resolve_ctx ctx = door_ctx(b, c);
+	int r = resolve_path(&ctx, AT_FDCWD, path, 0, &res);
+	if (r < 0)
+		return r;
+	if (!res.exists) {
+		resolved_done(&res);
+		return 0; /* gone meanwhile */
+	}
+	bool isdir = S_ISDIR(res.st.st_mode);
+	if (check) {
+		const char *reason = NULL;
+		if (refused(decide(b, res.real, POLICY_ACCESS_DELETE, &res.st, &reason))) {
+			resolved_done(&res);
+			/* Let the common code refuse it, so that the refusal is logged as usual. */
+			struct broker_req q = door_req(c, BROKER_OP_UNLINK, "ipc-delete", path);
+			q.flags = isdir ? AT_REMOVEDIR : 0;
+			r = door_handle(b, &q, NULL);
+			return r < 0 ? r : -EACCES;
+		}
+	}
+	_cleanup_free_ char *real = strdup(res.real);
+	if (!real) {
+		resolved_done(&res);
+		return -ENOMEM;
+	}
+	char **names = NULL;
+	size_t n = 0;
+	if (isdir && (r = list_names_at(res.parent_fd, res.name, budget, &names, &n)) < 0) {
+		resolved_done(&res);
+		return r;
+	}
+	resolved_done(&res);
+	for (size_t i = 0; r >= 0 && i < n; i++) {
+		struct strbuf child = STRBUF_INIT;
+		r = path_join(real, names[i], &child);
+		if (r >= 0)
+			r = door_rm_tree(b, c, strbuf_cstr(&child), check, depth + 1, budget);
+		strbuf_free(&child);
+	}
+	names_free(names, n);
+	if (r >= 0 && !check) {
+		struct broker_req q = door_req(c, BROKER_OP_UNLINK, "ipc-delete", real);
+		q.flags = isdir ? AT_REMOVEDIR : 0;
+		r = door_handle(b, &q, NULL);
+	}
+	return r;
+}
+
+static int report_line(int fd, const char *target, const char *real, const char *mode,
+		       const char *trashed)
+{
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_appendc(&sb, '{');
+	json_kv_str(&sb, "target", target);
+	if (real)
+		json_kv_str(&sb, "normalisedPath", real);
+	json_kv_str(&sb, "mode", mode);
+	if (trashed)
+		json_kv_str(&sb, "trashPath", trashed);
+	strbuf_appends(&sb, "}\n");
+	int r = sb.oom ? -ENOMEM : 0;
+	for (size_t off = 0; r >= 0 && off < sb.len;) {
+		ssize_t k = write(fd, sb.buf + off, sb.len - off);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			r = k < 0 ? negative_errno() : -EIO;
+		else
+			off += (size_t)k;
+	}
+	strbuf_free(&sb);
+	return r;
+}
+
+static int door_delete(struct broker *b, const struct broker_ipc_ctx *c,
+		       const struct broker_host_op *op, struct broker_ipc_result *ret)
+{
+	enum broker_delete_mode mode =
+		op->delete_mode == BROKER_DELETE_DEFAULT ? (enum broker_delete_mode)b->door.delete_mode
+						 : op->delete_mode;
+	bool trash = mode == BROKER_DELETE_TRASH;
+	_cleanup_close_ int report_fd = -1;
+	int r;
+	if (op->report_path) {
+		/* Opened (policy-checked, backed up) before anything is deleted. */
+		struct broker_req q = door_req(c, BROKER_OP_OPEN, "ipc-report", op->report_path);
+		q.flags = O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK;
+		q.mode = 0600;
+		if ((r = door_handle(b, &q, &report_fd)) < 0)
+			return r;
+		if (report_fd < 0)
+			return -EACCES; /* SANDBOX cannot happen for a host op; be safe */
+	}
+	struct resolved res = RESOLVED_INIT;
+	struct resolve_ctx ctx = door_ctx(b, c);
+	r = resolve_path(&ctx, AT_FDCWD, op->path, 0, &res);
+	if (r < 0)
+		return r;
+	(void)dup_or_null(res.real, &ret->real);
+	bool exists = res.exists, isdir = res.exists && S_ISDIR(res.st.st_mode);
+	resolved_done(&res);
+	if (!exists)
+		return op->force ? 0 : -ENOENT;
+
+	if (trash) {
+		r = door_trash(b, c, op->path, op->recursive, ret);
+	} else if (isdir && op->recursive) {
+		size_t budget = BROKER_TREE_MAX_ENTRIES;
+		r = door_rm_tree(b, c, op->path, true, 0, &budget);
+		budget = BROKER_TREE_MAX_ENTRIES;
+		if (r >= 0)
+			r = door_rm_tree(b, c, op->path, false, 0, &budget);
+	} else {
+		struct broker_req q = door_req(c, BROKER_OP_UNLINK, "ipc-delete", op->path);
+		q.flags = isdir ? AT_REMOVEDIR : 0;
+		r = door_handle(b, &q, NULL);
+	}
+	if (r == -ENOENT && op->force)
+		r = 0;
+	if (r >= 0 && report_fd >= 0)
+		(void)report_line(report_fd, op->path, ret->real, trash ? "trash" : "unlink",
+				  ret->trashed);
+	return r;
+}
+
+static int door_mkdir(struct broker *b, const struct broker_ipc_ctx *c,
+		      const struct broker_host_op *op, struct broker_ipc_result *ret)
+{
+	mode_t mode = op->has_mode ? op->mode : 0777;
+	if (!op->recursive) {
+		struct broker_req q = door_req(c, BROKER_OP_MKDIR, "ipc-mkdir", op->path);
+		q.mode = mode;
+		return door_handle(b, &q, NULL);
+	}
+	_cleanup_strbuf_ struct strbuf norm = STRBUF_INIT;
+	int r = path_normalise(op->path, &norm);
+	if (r < 0)
+		return r;
+	char *p = norm.buf;
+	struct resolve_ctx ctx = door_ctx(b, c);
+	for (size_t i = 1; r >= 0 && i <= norm.len; i++) {
+		if (p[i] != '/' && p[i] != '\0')
+			continue;
+		bool last = p[i] == '\0';
+		char saved = p[i];
+		p[i] = '\0';
+		struct resolved res = RESOLVED_INIT;
+		r = resolve_path(&ctx, AT_FDCWD, p, RESOLVE_FOLLOW, &res);
+		if (r >= 0 && res.exists) {
+			if (!S_ISDIR(res.st.st_mode))
+				r = last ? -EEXIST : -ENOTDIR;
+			if (last)
+				(void)dup_or_null(res.real, &ret->real);
+		} else if (r >= 0) {
+			struct broker_req q = door_req(c, BROKER_OP_MKDIR, "ipc-mkdir", p);
+			q.mode = last ? mode : 0777;
+			r = door_handle(b, &q, NULL);
+			if (r == -EEXIST)
+				r = 0; /* made meanwhile */
+		}
+		resolved_done(&res);
+		p[i] = saved;
+	}
+	return r;
+}
+
+static int copy_fd(int src, int dst)
+{
+	bool plain = false;
+	char buf[65536];
+	for (;;) {
+		ssize_t k;
+		if (!plain) {
+			k = copy_file_range(src, NULL, dst, NULL, 1u << 30, 0);
+			if (k < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS ||
+				      errno == EOPNOTSUPP)) {
+				plain = true;
+				continue;
+			}
+		} else {
+			k = read(src, buf, sizeof buf);
+			if (k > 0) {
+				for (ssize_t off = 0; off < k;) {
+					ssize_t w = write(dst, buf + off, (size_t)(k - off));
+					if (w < 0 && errno == EINTR)
+						continue;
+					if (w <= 0)
+						return w < 0 ? negative_errno() : -EIO;
+					off += w;
+				}
+			}
+		}
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return negative_errno();
+		if (k == 0)
+			return 0;
+	}
+}
+
+/*
+ * copy: the source is read with the policy's read decision, the destination is written through
+ * the common open/mkdir/symlink code (policy, backup, audit). A directory needs recursive; inside
+ * a tree symlinks are copied as symlinks (cp -r), the top-level source is followed.
+ */
+static int door_copy(struct broker *b, const struct broker_ipc_ctx *c, const char *from,
+		     const char *to, bool recursive, unsigned depth, size_t *budget)
+{
+	if (depth > BROKER_TREE_MAX_DEPTH)
+		return -ELOOP;
+	if (*budget == 0)
+		return -E2BIG;
+	(*budget)--;
+	struct timespec t0;
+	now(&t0);
+	struct broker_req rq = door_req(c, BROKER_OP_OPEN, "ipc-copy-read", from);
+	struct op_log l = {.phase = "ipc-host-op", .path = from, .decision = DECIDE_DENY};
+	struct resolved res = RESOLVED_INIT;
+	struct resolve_ctx ctx = door_ctx(b, c);
+	_cleanup_close_ int src = -1;
+	int r = resolve_path(&ctx, AT_FDCWD, from, depth == 0 ? RESOLVE_FOLLOW : 0, &res);
+	if (r >= 0) {
+		l.real = res.real;
+		if (!res.exists)
+			r = -ENOENT;
+		else if (res.obj_fd >= 0)
+			r = -EINVAL; /* magic links: not copied */
+	}
+	if (r >= 0) {
+		l.decision = decide(b, res.real, POLICY_ACCESS_READ, &res.st, &l.reason);
+		if (refused(l.decision))
+			r = -EACCES;
+		else
+			l.decision = DECIDE_BROKER;
+	}
+	mode_t mode = res.st.st_mode;
+	if (r >= 0 && S_ISREG(mode)) {
+		src = openat(res.parent_fd, res.name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		struct stat st;
+		if (src < 0)
+			r = negative_errno();
+		else if (fstat(src, &st) < 0 || st.st_ino != res.st.st_ino || st.st_dev != res.st.st_dev)
+			r = -EAGAIN;
+	} else if (r >= 0 && S_ISDIR(mode) && !recursive) {
+		r = -EISDIR;
+	} else if (r >= 0 && !S_ISDIR(mode) && !S_ISLNK(mode)) {
+		r = -EOPNOTSUPP; /* FIFOs, devices, sockets are not copied */
+	}
+	/* Only refusals and failures of the read side get a line of their own. */
+	if (r < 0)
+		log_op(b, &rq, &l, r, &t0);
+	if (r < 0) {
+		resolved_done(&res);
+		return r;
+	}
+	if (S_ISREG(mode)) {
+		resolved_done(&res);
+		struct broker_req q = door_req(c, BROKER_OP_OPEN, "ipc-copy", to);
+		q.flags = O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK;
+		q.mode = mode & 07777;
+		_cleanup_close_ int dst = -1;
+		r = door_handle(b, &q, &dst);
+		if (r >= 0 && dst < 0)
+			r = -EACCES;
+		if (r >= 0)
+			r = copy_fd(src, dst);
+		return r;
+	}
+	if (S_ISLNK(mode)) {
+		char target[BROKERED_PATH_MAX + 1];
+		ssize_t k = readlinkat(res.parent_fd, res.name, target, sizeof target);
+		resolved_done(&res);
+		if (k < 0)
+			return negative_errno();
+		if ((size_t)k >= sizeof target)
+			return -ENAMETOOLONG;
+		target[k] = '\0';
+		struct broker_req q = door_req(c, BROKER_OP_SYMLINK, "ipc-copy", NULL);
+		q.path2 = to;
+		q.symlink_target = target;
+		return door_handle(b, &q, NULL);
+	}
+	/* A directory: refuse copying it into itself, then mkdir and recurse. */
+	_cleanup_free_ char *real = strdup(res.real);
+	char **names = NULL;
+	size_t n = 0;
+	if (!real)
+		r = -ENOMEM;
+	if (r >= 0)
+		r = list_names_at(res.parent_fd, res.name, budget, &names, &n);
+	resolved_done(&res);
+	if (r < 0)
+		return r;
+	struct resolved dst = RESOLVED_INIT;
+	r = resolve_path(&ctx, AT_FDCWD, to, 0, &dst);
+	if (r >= 0 && dst.real && path_is_under(dst.real, real))
+		r = -EINVAL;
+	bool exists = r >= 0 && dst.exists && S_ISDIR(dst.st.st_mode);
+	if (r >= 0 && dst.exists && !exists)
+		r = -ENOTDIR;
+	resolved_done(&dst);
+	if (r >= 0 && !exists) {
+		struct broker_req q = door_req(c, BROKER_OP_MKDIR, "ipc-copy", to);
+		q.mode = (mode & 07777) | 0700;
+		r = door_handle(b, &q, NULL);
+	}
+	for (size_t i = 0; r >= 0 && i < n; i++) {
+		struct strbuf sf = STRBUF_INIT, st = STRBUF_INIT;
+		r = path_join(real, names[i], &sf);
+		if (r >= 0)
+			r = path_join(to, names[i], &st);
+		if (r >= 0)
+			r = door_copy(b, c, strbuf_cstr(&sf), strbuf_cstr(&st), true, depth + 1, budget);
+		strbuf_free(&sf);
+		strbuf_free(&st);
+	}
+	names_free(names, n);
+	return r;
+}
+
+static int door_touch(struct broker *b, const struct broker_ipc_ctx *c, const char *path)
+{
+	struct resolved res = RESOLVED_INIT;
+	struct resolve_ctx ctx = door_ctx(b, c);
+	int r = resolve_path(&ctx, AT_FDCWD, path, RESOLVE_FOLLOW, &res);
+	bool exists = r >= 0 && res.exists;
+	resolved_done(&res);
+	if (r < 0)
+		return r;
+	if (exists) {
+		struct broker_req q = door_req(c, BROKER_OP_UTIMES, "ipc-touch", path);
+		q.times_now = true;
+		return door_handle(b, &q, NULL);
+	}
+	struct broker_req q = door_req(c, BROKER_OP_OPEN, "ipc-touch", path);
+	q.flags = O_WRONLY | O_CREAT | O_NONBLOCK;
+	q.mode = 0666;
+	_cleanup_close_ int fd = -1;
+	return door_handle(b, &q, &fd);
+}
+
+/* ModifyBackup: the client is about to write path itself; record its pre-image (or absence). */
+static int door_modify_backup(struct broker *b, const struct broker_ipc_ctx *c, const char *path)
+{
+	struct timespec t0;
+	now(&t0);
+	struct broker_req q = door_req(c, BROKER_OP_OPEN, "ipc-modify-backup", path);
+	struct op_log l = {.phase = "host-modify-backup", .path = path, .decision = DECIDE_DENY};
+	struct resolved res = RESOLVED_INIT;
+	struct resolve_ctx ctx = door_ctx(b, c);
+	int r = resolve_path(&ctx, AT_FDCWD, path, RESOLVE_FOLLOW | RESOLVE_ALLOW_DOTDOT, &res);
+	if (r >= 0) {
+		l.real = res.real;
+		if (res.obj_fd >= 0 || !res.name)
+			r = -EINVAL;
+		else if (res.exists && S_ISDIR(res.st.st_mode))
+			r = -EISDIR;
+	}
+	if (r >= 0) {
+		l.decision = decide(b, res.real, POLICY_ACCESS_WRITE, res.exists ? &res.st : NULL,
+				    &l.reason);
+		if (refused(l.decision))
+			r = -EACCES;
+		else if (res.exists && !S_ISREG(res.st.st_mode))
+			l.backup = "not-regular";
+		else
+			r = broker_before_change(b, res.parent_fd, res.name, res.real, 0, NULL, &l);
+	}
+	log_op(b, &q, &l, r < 0 ? r : 0, &t0);
+	resolved_done(&res);
+	return r;
+}
+
+void broker_ipc_host_op(struct broker *b, const struct broker_ipc_ctx *c,
+			const struct broker_host_op *op, struct broker_ipc_result *ret)
+{
+	*ret = (struct broker_ipc_result)BROKER_IPC_RESULT_INIT;
+	bool two = op->kind == BROKER_HOST_RENAME || op->kind == BROKER_HOST_COPY ||
+		   op->kind == BROKER_HOST_LINK;
+	bool sym = op->kind == BROKER_HOST_LINK && op->symbolic;
+	if (!op->path || !*op->path || (!sym && op->path[0] != '/') ||
+	    (two && (!op->to || op->to[0] != '/')) ||
+	    (op->report_path && op->report_path[0] != '/')) {
+		ret->error = -EINVAL;
+		return;
+	}
+	_cleanup_strbuf_ struct strbuf extra = STRBUF_INIT;
+	door_begin(b, c, op->kind == BROKER_HOST_MODIFY_BACKUP ? "host-modify-backup" : "ipc-host-op",
+		   true, &extra);
+	struct broker_req q;
+	size_t budget = BROKER_TREE_MAX_ENTRIES;
+	int r;
+	switch (op->kind) {
+	case BROKER_HOST_DELETE:
+		r = door_delete(b, c, op, ret);
+		break;
+	case BROKER_HOST_MKDIR:
+		r = door_mkdir(b, c, op, ret);
+		break;
+	case BROKER_HOST_RENAME:
+		q = door_req(c, BROKER_OP_RENAME, "ipc-rename", op->path);
+		q.path2 = op->to;
+		r = door_handle(b, &q, NULL);
+		break;
+	case BROKER_HOST_COPY:
+		r = door_copy(b, c, op->path, op->to, op->recursive, 0, &budget);
+		if (r >= 0) {
+			/* The answer names the top-level paths, not the last file copied. */
+			struct resolved a = RESOLVED_INIT, z = RESOLVED_INIT;
+			struct resolve_ctx ctx = door_ctx(b, c);
+			if (resolve_path(&ctx, AT_FDCWD, op->path, RESOLVE_FOLLOW, &a) >= 0)
+				(void)dup_or_null(a.real, &ret->real);
+			if (resolve_path(&ctx, AT_FDCWD, op->to, 0, &z) >= 0)
+				(void)dup_or_null(z.real, &ret->real_to);
+			resolved_done(&a);
+			resolved_done(&z);
+		}
+		break;
+	case BROKER_HOST_CHMOD:
+		q = door_req(c, BROKER_OP_CHMOD, "ipc-chmod", op->path);
+		q.mode = op->has_mode ? op->mode : 0;
+		r = op->has_mode ? door_handle(b, &q, NULL) : -EINVAL;
+		break;
+	case BROKER_HOST_LINK:
+		if (op->symbolic) {
+			q = door_req(c, BROKER_OP_SYMLINK, "ipc-symlink", NULL);
+			q.path2 = op->to;
+			q.symlink_target = op->path;
+			r = door_handle(b, &q, NULL);
+			/* The link itself is the "to" side of the answer. */
+			ret->real_to = TAKE_PTR(b->door.real);
+		} else {
+			q = door_req(c, BROKER_OP_LINK, "ipc-link", op->path);
+			q.path2 = op->to;
+			r = door_handle(b, &q, NULL);
+		}
+		break;
+	case BROKER_HOST_TOUCH:
+		r = door_touch(b, c, op->path);
+		break;
+	case BROKER_HOST_MODIFY_BACKUP:
+		r = door_modify_backup(b, c, op->path);
+		break;
+	default:
+		r = -EOPNOTSUPP;
+		break;
+	}
+	door_end(b, r, false, ret);
 }

@@ -122,3 +122,87 @@ struct broker_prompt {
 const struct broker_prompt *broker_prompts(const struct broker *b, size_t *ret_n);
 /* Paths over the backup size limit, for the run's summary (NULL-terminated, owned). */
 char **broker_not_backed_up(const struct broker *b);
+
+/* ---- the socket door (DESIGN section 5; served by ipc.c) ----
+ *
+ * Requests from cooperative clients over the Unix socket go through the same resolve, decide,
+ * broker_before_change, perform and audit code as intercepted syscalls; these entry points only
+ * translate. Paths must be absolute (a client's cwd is not ours): relative ones are -EINVAL.
+ * The peer's pid (SO_PEERCRED) stands in for the target thread: its umask applies to creations
+ * and /proc/self in a path means the peer. Unlike the seccomp door, host operations are always
+ * performed by the broker (there is no syscall to let continue), scratch dir included.
+ */
+
+enum broker_ipc_decision {
+	BROKER_IPC_NONE,	/* not reached (malformed path, missing file before any decision) */
+	BROKER_IPC_GRANT_TOKEN, /* the broker opened the file: FD */
+	BROKER_IPC_HOST_OP,	/* the broker performed the operation */
+	BROKER_IPC_SANDBOX,	/* the sandbox allows it by itself (scratch dir, device nodes) */
+	BROKER_IPC_DENY,
+};
+/* "grant-token", "host-op", "sandbox", "deny"; NULL for NONE. */
+const char *broker_ipc_decision_name(enum broker_ipc_decision d);
+
+struct broker_ipc_ctx {
+	pid_t pid;	       /* the peer (SO_PEERCRED) */
+	const char *tool_call; /* attribution in the audit log; may be NULL */
+	const char *trace;     /* brokerTraceId; may be NULL */
+};
+
+struct broker_ipc_result {
+	int error; /* 0 or -errno */
+	enum broker_ipc_decision decision;
+	char *real, *real_to; /* normalisedPath / normalisedTo: the real paths acted on (malloc'd) */
+	const char *backup;   /* static: what the store did for the (last) path, or NULL */
+	char *trashed;	      /* delete to trash: where the file went (malloc'd) */
+	int fd;		      /* token: the opened file (owned), else -1 */
+};
+#define BROKER_IPC_RESULT_INIT {.fd = -1}
+void broker_ipc_result_done(struct broker_ipc_result *r);
+
+/* Text token: open path as the broker would for the sandbox (a write backs the file up first). */
+void broker_ipc_token(struct broker *b, const struct broker_ipc_ctx *c, const char *path, bool write,
+		      int flags, mode_t mode, struct broker_ipc_result *ret);
+
+enum broker_delete_mode {
+	BROKER_DELETE_DEFAULT, /* the broker's configured mode (broker_set_delete_mode) */
+	BROKER_DELETE_UNLINK,  /* remove (the store keeps the pre-image) */
+	BROKER_DELETE_TRASH,   /* move to the freedesktop.org trash (the store records it too) */
+};
+
+enum broker_host_kind {
+	BROKER_HOST_DELETE,
+	BROKER_HOST_MKDIR,
+	BROKER_HOST_RENAME,
+	BROKER_HOST_COPY,
+	BROKER_HOST_CHMOD,
+	BROKER_HOST_LINK,
+	BROKER_HOST_TOUCH,
+	BROKER_HOST_MODIFY_BACKUP, /* ModifyBackup: record the pre-image now, the client writes */
+};
+
+struct broker_host_op {
+	enum broker_host_kind kind;
+	const char *path; /* path, or from (rename, copy, link; a symbolic link's content) */
+	const char *to;
+	bool recursive, force, symbolic;
+	enum broker_delete_mode delete_mode;
+	bool has_mode;
+	mode_t mode;
+	const char *report_path; /* safeDeleteReportPath: one JSON line per deleted path */
+};
+
+/* Limits of the recursive forms (delete -r, copy -r): deeper or bigger trees are -E2BIG/-ELOOP,
+ * refused before anything is changed where the tree can be checked first. */
+#define BROKER_TREE_MAX_ENTRIES 100000
+#define BROKER_TREE_MAX_DEPTH	256
+
+void broker_ipc_host_op(struct broker *b, const struct broker_ipc_ctx *c,
+			const struct broker_host_op *op, struct broker_ipc_result *ret);
+
+/* Where pre-images go from now on (NULL: nowhere). `brokered serve` switches turns on
+ * EnableModifyBackup / CommitModifyBackup. Borrowed. */
+void broker_set_turn(struct broker *b, struct store_turn *t);
+struct store_turn *broker_get_turn(const struct broker *b);
+/* The mode of deletes that name none (JSON without deleteMode), default UNLINK. */
+void broker_set_delete_mode(struct broker *b, enum broker_delete_mode m);
