@@ -17,6 +17,7 @@
 #include <ftw.h>
 #include <linux/fs.h>
 #include <linux/openat2.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,7 +137,7 @@ static int fd_op(int fd, int argc, char **argv)
 		return usage();
 	const char *op = argv[0];
 	long r;
-	char p[64];
+	char p[512];
 	if (!strcmp(op, "fchmod") && argc == 2)
 		r = syscall(SYS_fchmod, fd, (mode_t)num(argv[1]));
 	else if (!strcmp(op, "fchown") && argc == 3)
@@ -183,8 +184,30 @@ static int fd_op(int fd, int argc, char **argv)
 		int v = (int)num(argv[1]);
 		r = ioctl(fd, FS_IOC_SETVERSION, &v);
 	} else if (!strcmp(op, "reopen") && (argc == 3 || argc == 4)) {
-		/* reopen PREFIX FLAGS [DATA]: PREFIX is "/proc/self/fd/", "/dev/fd/", ... */
-		snprintf(p, sizeof p, "%s%d", argv[1], fd);
+		/* reopen NAME FLAGS [DATA]: NAME is "/proc/self/fd/", "/dev/fd/", ... (the fd number
+		 * appended), or holds "%d" where the number goes; "PID" becomes our pid. */
+		char name[512] = "", num_s[16];
+		snprintf(num_s, sizeof num_s, "%d", fd);
+		const char *q = argv[1];
+		bool have_d = strstr(q, "%d") != NULL;
+		while (*q && strlen(name) < sizeof name - 32) {
+			if (!strncmp(q, "%d", 2)) {
+				strcat(name, num_s);
+				q += 2;
+			} else if (!strncmp(q, "PID", 3)) {
+				char pid_s[16];
+				snprintf(pid_s, sizeof pid_s, "%d", (int)getpid());
+				strcat(name, pid_s);
+				q += 3;
+			} else {
+				size_t l = strlen(name);
+				name[l] = *q++;
+				name[l + 1] = '\0';
+			}
+		}
+		if (!have_d)
+			strcat(name, num_s);
+		snprintf(p, sizeof p, "%s", name);
 		int nfd = (int)syscall(SYS_openat, AT_FDCWD, p, parse_flags(argv[2]), 0644);
 		return open_result(nfd, errno, argc == 4 ? argv[3] : NULL);
 	} else if (!strcmp(op, "stdout") && (argc == 2 || argc == 3)) {
