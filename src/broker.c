@@ -1979,6 +1979,13 @@ void broker_ipc_host_op(struct broker *b, const struct broker_ipc_ctx *c,
 			q = door_req(c, BROKER_OP_LINK, "ipc-link", op->path);
 			q.path2 = op->to;
 			r = door_handle(b, &q, NULL);
+			/* The audit line names the new link; the answer names both sides. */
+			ret->real_to = TAKE_PTR(b->door.real);
+			struct resolved a = RESOLVED_INIT;
+			struct resolve_ctx ctx = door_ctx(b, c);
+			if (resolve_path(&ctx, AT_FDCWD, op->path, 0, &a) >= 0)
+				(void)dup_or_null(a.real, &ret->real);
+			resolved_done(&a);
 		}
 		break;
 	case BROKER_HOST_TOUCH:

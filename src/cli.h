@@ -18,5 +18,10 @@ int cli_restore(int argc, char **argv); /* restore TURN PATH... */
 int cli_undo(int argc, char **argv);    /* undo [TURN] */
 int cli_gc(int argc, char **argv);      /* gc [--older-than AGE] */
 
+/* cli-ipc.c */
+int cli_serve(int argc, char **argv);  /* serve: the long-lived broker of a session */
+int cli_client(int argc, char **argv); /* client: one socket request (exit 0 / 1 / 2) */
+int cli_trash(int argc, char **argv);  /* trash list | restore | empty */
+
 /* Session id when --session is not given: $BROKERED_SESSION_ID, else one per workspace. */
 int cli_default_session_id(const char *workspace, char **ret);

@@ -275,6 +275,14 @@ static int get_path(const struct json_value *o, const char *key, char **ret)
 	return 1;
 }
 
+static int get_target(const struct json_value *o, const char *key, char **ret)
+{
+	int r = get_str(o, key, BROKERED_PATH_MAX, ret);
+	if (r <= 0)
+		return r;
+	return (*ret)[0] ? 1 : -EINVAL;
+}
+
 int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const char **ret_reason)
 {
 	*ret = (struct ipc_json_req){0};
@@ -352,11 +360,18 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 	if ((r = get_str(v, "message", IPC_MESSAGE_MAX, &ret->message)) < 0)
 		return fail(ret_reason, "message must be a string of at most 4096 bytes", r);
 
+	if (get_bool(v, "recursive", &ret->recursive) < 0 || get_bool(v, "force", &ret->force) < 0 ||
+	    get_bool(v, "symbolic", &ret->symbolic) < 0)
+		return fail(ret_reason, "recursive, force and symbolic must be booleans", -EINVAL);
+
 	bool two = ret->op == IPC_OP_RENAME || ret->op == IPC_OP_COPY || ret->op == IPC_OP_LINK;
 	if (two) {
-		if ((r = get_path(v, "from", &ret->path)) < 0)
+		/* A symbolic link's content is any non-empty string ("../x" included). */
+		int (*from)(const struct json_value *, const char *, char **) =
+			ret->op == IPC_OP_LINK && ret->symbolic ? get_target : get_path;
+		if ((r = from(v, "from", &ret->path)) < 0)
 			return fail(ret_reason, "from must be an absolute path", r);
-		if (r == 0 && (r = get_path(v, "path", &ret->path)) < 0)
+		if (r == 0 && (r = from(v, "path", &ret->path)) < 0)
 			return fail(ret_reason, "path must be an absolute path", r);
 		if ((r = get_path(v, "to", &ret->to)) < 0)
 			return fail(ret_reason, "to must be an absolute path", r);
@@ -369,10 +384,6 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 		if (!ret->path)
 			return fail(ret_reason, "path is required", -EINVAL);
 	}
-
-	if (get_bool(v, "recursive", &ret->recursive) < 0 || get_bool(v, "force", &ret->force) < 0 ||
-	    get_bool(v, "symbolic", &ret->symbolic) < 0)
-		return fail(ret_reason, "recursive, force and symbolic must be booleans", -EINVAL);
 
 	if (get_str(v, "deleteMode", 16, &dm) < 0)
 		return fail(ret_reason, "deleteMode must be \"trash\" or \"unlink\"", -EINVAL);

@@ -29,7 +29,7 @@
  *
  * "command" may be left out when "operation" is given (HostFileOperation). rename/copy/link take
  * "from" and "to" ("path" is accepted for "from"); the others take "path". Every path must be
- * absolute: a client's cwd is not the broker's, and guessing it from /proc/PID/cwd would let a
+ * absolute (but a symbolic link's content, which is kept as written): a client's cwd is not the broker's, and guessing it from /proc/PID/cwd would let a
  * peer's chdir race change what a request means. "id" may be a string or an integer; it is echoed
  * back as a string.
  */

@@ -26,6 +26,9 @@ static void usage(FILE *f)
 	      "  undo [TURN]                        put every path TURN touched back\n"
 	      "  gc [--older-than AGE]              drop old turns\n"
 	      "  doctor                             what this kernel supports\n"
+	      "  serve [--session ID]               long-lived broker on the Unix socket\n"
+	      "  client COMMAND ...                 one socket request (exit 0 ok, 1 denied, 2 no broker)\n"
+	      "  trash list | restore | empty       the freedesktop.org trash\n"
 	      "\n"
 	      "Run `brokered COMMAND --help` for a command's options.\n",
 	      f);
@@ -51,6 +54,7 @@ int main(int argc, char **argv)
 		{"turn", cli_turn},       {"log", cli_log},     {"show", cli_show},
 		{"diff", cli_diff},       {"restore", cli_restore}, {"undo", cli_undo},
 		{"gc", cli_gc},
+		{"serve", cli_serve},     {"client", cli_client}, {"trash", cli_trash},
 	};
 	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
 		if (strcmp(cmd, cmds[i].name) == 0)
