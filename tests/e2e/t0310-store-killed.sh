@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Issue 3: the broker is killed (SIGKILL) while a destructive workload runs. Nothing is lost: `log`
+# shows the turn as open/interrupted, `undo ID` puts the tree back as it was before the run, and
+# `turn commit --turn ID` commits the interrupted turn (which can then be undone as well).
+. "$(dirname "$0")/../lib.sh"
+require_core
+need python3 perl
+
+ROUNDS=${BROKERED_STORE_KILL_ROUNDS:-4}
+no_nlink() { printf '%s\n' "$1" | sed 's/ nlink=[0-9]*$//'; }
+base=${BROKERED_STORE_SEED_BASE:-$((RANDOM * 100))}
+
+# wait_gone MARKER: the killed broker's left-over processes (grandchildren) are gone
+wait_gone() {
+	local i
+	for i in $(seq 100); do no_process_with "$1" && return 0; sleep 0.1; done
+	return 1
+}
+
+for k in $(seq "$ROUNDS"); do
+	seed=$((base + k))
+	w="$TEST_DIR/w$seed"
+	mkdir -p "$w"
+	w=$(cd "$w" && pwd -P)
+	make_fixture_tree "$w" "$seed"
+	before=$(tree_snapshot_full "$w")
+	marker="brokered-kill-workload-$seed-$$"
+	gen_workload "$w" "$seed" 100 0.02 >"$TEST_DIR/$marker.sh"
+	(cd "$w" && exec "$BROKERED" run -m "seed $seed" -- bash "$TEST_DIR/$marker.sh") &
+	pid=$!
+	sleep "0.$((3 + k * 2))"
+	kill -0 "$pid" 2>/dev/null
+	ok $? "seed $seed: workload still running when the broker is killed"
+	kill -9 "$pid"
+	wait "$pid" 2>/dev/null
+	wait_gone "$marker"
+	ok $? "seed $seed: no process of the workload is left"
+	mid=$(tree_snapshot_full "$w")
+	[ "$mid" != "$before" ]
+	ok $? "seed $seed: the workload had changed the tree"
+
+	id=$(cd "$w" && last_turn_id)
+	[ -n "$id" ]
+	ok $? "seed $seed: log lists the killed run's turn"
+	st=$(cd "$w" && turn_state "$id")
+	case $st in open | interrupted) ok 0 "seed $seed: log shows the turn as open/interrupted ($st)" ;;
+	*) ok 1 "seed $seed: log shows the turn as open/interrupted"; echo "#   got: '$st'" ;; esac
+	line=$(cd "$w" && "$BROKERED" log | grep -F "$id")
+	case $line in *interrupted* | *open*) ok 0 "seed $seed: plain log says open/interrupted" ;;
+	*) ok 1 "seed $seed: plain log says open/interrupted"; echo "#   got: $line" ;; esac
+	(cd "$w" && "$BROKERED" show --json "$id" | json_valid)
+	ok $? "seed $seed: show --json of the interrupted turn parses"
+
+	if [ $((k % 2)) = 0 ]; then
+		err=$(cd "$w" && "$BROKERED" turn commit --turn "$id" -m "committed after kill" 2>&1)
+		is "$?" 0 "seed $seed: turn commit --turn ID of the interrupted turn exits 0"
+		[ -z "$err" ] || printf '#   %s\n' "$err"
+		is "$(cd "$w" && turn_state "$id")" committed "seed $seed: the turn is committed now"
+		is_snap "$(tree_snapshot_full "$w")" "$mid" "seed $seed: committing changed nothing in the tree"
+	fi
+	err=$(cd "$w" && "$BROKERED" undo "$id" 2>&1)
+	rc=$?
+	is "$rc" 0 "seed $seed: undo ID exits 0"
+	[ "$rc" = 0 ] || printf '#   %s\n' "$err" | head -20
+	after=$(tree_snapshot_full "$w")
+	is_snap "$(no_nlink "$after")" "$(no_nlink "$before")" "seed $seed: after undo: the tree is as before the killed run"
+	is_snap "$after" "$before" "seed $seed: after undo: link counts as before too"
+done
+
+done_testing
