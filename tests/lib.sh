@@ -225,13 +225,15 @@ no_process_with() { ! pgrep -f -- "$1" >/dev/null 2>&1; }
 
 # ---- helpers for the backup store scripts (tests/e2e/t03*) ----
 
+# BRK_PY: the system python3 (a pyenv shim on PATH costs half a second per call)
+BRK_PY=/usr/bin/python3
+[ -x "$BRK_PY" ] || BRK_PY=$(command -v python3 || echo python3)
+
 # tree_snapshot_full DIR: like tree_snapshot, plus the mtime (ns) and link count of regular files (a
 # restore that forgets the mtime or leaves a hard link into the store shows up); FIFOs, sockets and
 # devices by type and mode, never opened (fingerprint would block reading a FIFO).
 tree_snapshot_full() {
-	local py=/usr/bin/python3
-	[ -x "$py" ] || py=python3
-	"$py" - "$1" <<'PYEOF'
+	"$BRK_PY" - "$1" <<'PYEOF'
 import hashlib, os, stat, sys
 top = os.fsencode(sys.argv[1])
 out = []
@@ -273,21 +275,21 @@ is_snap() {
 }
 
 # json_valid: stdin parses as JSON
-json_valid() { python3 -c 'import json,sys; json.load(sys.stdin)' 2>/dev/null; }
+json_valid() { "$BRK_PY" -c 'import json,sys; json.load(sys.stdin)' 2>/dev/null; }
 
 # store_root: the store directory of every session (one line each)
 store_roots() { ls -d "$XDG_STATE_HOME"/brokered/sessions/*/modify_backup 2>/dev/null; }
 
 # last_turn_id [--session ID]: the id of the newest turn per `brokered log --json`
 last_turn_id() {
-	"$BROKERED" log --json "$@" | python3 -c 'import json,sys; t=json.load(sys.stdin); print(t[0]["id"] if t else "")'
+	"$BROKERED" log --json "$@" | "$BRK_PY" -c 'import json,sys; t=json.load(sys.stdin); print(t[0]["id"] if t else "")'
 }
 
 # turn_state ID [--session ID]: the state `log --json` gives a turn (committed, open, interrupted)
 turn_state() {
 	local id=$1
 	shift
-	"$BROKERED" log --json "$@" | python3 -c '
+	"$BROKERED" log --json "$@" | "$BRK_PY" -c '
 import json,sys
 for t in json.load(sys.stdin):
     if t["id"] == sys.argv[1]: print(t["state"])' "$id"
@@ -339,8 +341,7 @@ gen_workload() {
 	local dir=$1 seed=$2 nops=$3 pause=${4:-} i p q t tool op n bb=
 	RANDOM=$seed
 	[ -x /bin/busybox ] && bb=/bin/busybox
-	local PY=/usr/bin/python3 # not a pyenv shim: a shell script that costs 0.5 s a call
-	[ -x "$PY" ] || PY=python3
+	local PY=$BRK_PY
 	local -a pool dirs
 	mapfile -d '' pool < <(cd "$dir" && find . -mindepth 1 -not -path './.brokered*' -print0)
 	mapfile -d '' dirs < <(cd "$dir" && find . -mindepth 1 -type d -not -path './.brokered*' -print0)
