@@ -244,3 +244,218 @@ outside_check() {
 
 # no_process_with MARKER: true if no process has MARKER in its command line
 no_process_with() { ! pgrep -f -- "$1" >/dev/null 2>&1; }
+
+# ---- helpers for the backup store scripts (tests/e2e/t03*) ----
+
+# BRK_PY: the system python3 (a pyenv shim on PATH costs half a second per call)
+BRK_PY=/usr/bin/python3
+[ -x "$BRK_PY" ] || BRK_PY=$(command -v python3 || echo python3)
+
+# tree_snapshot_full DIR: like tree_snapshot, plus the mtime (ns) and link count of regular files (a
+# restore that forgets the mtime or leaves a hard link into the store shows up); FIFOs, sockets and
+# devices by type and mode, never opened (fingerprint would block reading a FIFO).
+tree_snapshot_full() {
+	"$BRK_PY" - "$1" <<'PYEOF'
+import hashlib, os, stat, sys
+top = os.fsencode(sys.argv[1])
+out = []
+def err(e):
+    out.append(b"ERROR " + os.fsencode(str(e)))
+for root, dirs, files in os.walk(top, onerror=err):
+    if root == top:
+        dirs[:] = [d for d in dirs if not d.startswith(b".brokered")]
+        files = [f for f in files if not f.startswith(b".brokered")]
+    for name in dirs + files:
+        p = os.path.join(root, name)
+        rel = b"." + p[len(top):]
+        st = os.lstat(p)
+        m = st.st_mode
+        if stat.S_ISLNK(m):
+            d = b"L " + os.readlink(p)
+        elif stat.S_ISDIR(m):
+            d = b"D %o" % stat.S_IMODE(m)
+        elif stat.S_ISREG(m):
+            h = hashlib.sha256()
+            with open(p, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+            d = b"F %o %s mtime=%d nlink=%d" % (stat.S_IMODE(m), h.hexdigest().encode(), st.st_mtime_ns, st.st_nlink)
+        else:
+            d = b"S %o %o" % (stat.S_IFMT(m), stat.S_IMODE(m))
+        out.append(repr(rel)[2:-1].encode() + b" " + d)
+out.sort()
+sys.stdout.buffer.write(b"\n".join(out) + (b"\n" if out else b""))
+PYEOF
+}
+
+# snap_diff A B: the differing lines of two snapshots, as TAP comments (for failure output)
+snap_diff() { diff <(printf '%s\n' "$1") <(printf '%s\n' "$2") | head -${SNAP_DIFF_LINES:-30} | sed 's/^/#   /'; }
+
+# is_snap GOT WANT DESC: like is, but prints a diff of the snapshots on failure
+is_snap() {
+	if [ "$1" = "$2" ]; then ok 0 "$3"; else ok 1 "$3"; snap_diff "$2" "$1"; fi
+}
+
+# json_valid: stdin parses as JSON
+json_valid() { "$BRK_PY" -c 'import json,sys; json.load(sys.stdin)' 2>/dev/null; }
+
+# store_root: the store directory of every session (one line each)
+store_roots() { ls -d "$XDG_STATE_HOME"/brokered/sessions/*/modify_backup 2>/dev/null; }
+
+# last_turn_id [--session ID]: the id of the newest turn per `brokered log --json`
+last_turn_id() {
+	"$BROKERED" log --json "$@" | "$BRK_PY" -c 'import json,sys; t=json.load(sys.stdin); print(t[0]["id"] if t else "")'
+}
+
+# turn_state ID [--session ID]: the state `log --json` gives a turn (committed, open, interrupted)
+turn_state() {
+	local id=$1
+	shift
+	"$BROKERED" log --json "$@" | "$BRK_PY" -c '
+import json,sys
+for t in json.load(sys.stdin):
+    if t["id"] == sys.argv[1]: print(t["state"])' "$id"
+}
+
+# make_fixture_tree DIR SEED: a varied tree to destroy: nested directories, files of several sizes
+# and modes with old mtimes, symlinks (to files, to directories, dangling, absolute), a FIFO, names
+# with spaces and non-ASCII bytes.
+make_fixture_tree() {
+	local dir=$1 i j d
+	RANDOM=$2
+	mkdir -p "$dir" && (
+		cd "$dir" || exit 1
+		mkdir -p src/lib src/app 'docs/user guide' data/deep/er/est empty build
+		for d in . src src/lib src/app 'docs/user guide' data data/deep data/deep/er/est; do
+			for j in 1 2 3; do
+				i=$RANDOM
+				{ for _ in $(seq $((i % 40 + 1))); do echo "line $RANDOM TODO foo bar $i"; done; } >"$d/f$j.txt"
+				touch -d "@$((1500000000 + i * 1000))" "$d/f$j.txt"
+			done
+		done
+		head -c 300000 /dev/urandom >data/blob.bin
+		head -c 70000 /dev/urandom >src/lib/mid.bin
+		printf 'no newline' >src/app/nonl.txt
+		: >src/app/empty.txt
+		echo caf >'docs/user guide/caf'$'\xc3\xa9'' notes.txt'
+		chmod 600 src/lib/f1.txt
+		chmod 755 src/app/f2.txt
+		chmod 444 data/f3.txt
+		chmod 640 src/f3.txt
+		ln -s f1.txt src/link-to-file
+		ln -s ../data src/link-to-dir
+		ln -s no-such-target src/dangling
+		ln -s "$PWD/data/f1.txt" absolute-link
+		mkfifo data/fifo
+		chmod 700 data/deep
+		find . -type f -name 'f*.txt' -print0 | sort -z | while IFS= read -r -d '' f; do
+			touch -d "@$((1400000000 + RANDOM * 7))" "$f"
+		done
+		touch -d @1600000000 data/blob.bin src/lib/mid.bin src/app/nonl.txt src/app/empty.txt
+	)
+}
+
+# gen_workload DIR SEED NOPS [PAUSE]: print a bash script of NOPS random destructive operations on
+# the tree in DIR (paths picked from it and fresh names), each done by one of: shell builtins,
+# coreutils, a static busybox, python3, perl. Every operation may fail (a path may be gone); none
+# blocks (FIFOs are never written). PAUSE (seconds) sleeps between operations.
+gen_workload() {
+	local dir=$1 seed=$2 nops=$3 pause=${4:-} i p q t tool op n bb=
+	RANDOM=$seed
+	[ -x /bin/busybox ] && bb=/bin/busybox
+	local PY=$BRK_PY
+	local -a pool dirs
+	mapfile -d '' pool < <(cd "$dir" && find . -mindepth 1 -not -path './.brokered*' -print0)
+	mapfile -d '' dirs < <(cd "$dir" && find . -mindepth 1 -type d -not -path './.brokered*' -print0)
+	dirs+=(.)
+	for i in $(seq 12); do pool+=("${dirs[RANDOM % ${#dirs[@]}]}/n$i"); done
+	pool+=(./newdir ./newdir/sub ./newdir/x.txt)
+	pk() { printf '%q' "${pool[RANDOM % ${#pool[@]}]}"; }
+	pkd() { printf '%q' "${dirs[RANDOM % ${#dirs[@]}]}"; }
+	echo "# workload seed $seed"
+	echo 'exec 2>/dev/null'
+	echo 'nofifo() { [ ! -p "$1" ]; }'
+	for i in $(seq "$nops"); do
+		p=$(pk) q=$(pk) n=$RANDOM
+		tool=$((RANDOM % 5)) # 0 builtin, 1 coreutils, 2 busybox, 3 python, 4 perl
+		[ $tool = 2 ] && [ -z "$bb" ] && tool=1
+		op=$((RANDOM % 18))
+		case $op.$tool in
+		0.0) echo "nofifo $p && echo w$n > $p" ;;
+		0.1) echo "nofifo $p && printf 'w%s\n' $n | tee $p >/dev/null" ;;
+		0.2) echo "nofifo $p && $bb sh -c 'echo w$n > \"\$1\"' sh $p" ;;
+		0.3) echo "nofifo $p && $PY -c 'import sys; open(sys.argv[1],\"w\").write(\"py$n\\n\")' $p" ;;
+		0.4) echo "nofifo $p && perl -e 'open(F,\">\",\$ARGV[0]) or exit 1; print F \"pl$n\\n\"' $p" ;;
+		1.0 | 1.1) echo "nofifo $p && echo a$n >> $p" ;;
+		1.2) echo "nofifo $p && $bb sh -c 'echo a$n >> \"\$1\"' sh $p" ;;
+		1.3) echo "nofifo $p && $PY -c 'import sys; open(sys.argv[1],\"a\").write(\"pa$n\\n\")' $p" ;;
+		1.4) echo "nofifo $p && perl -e 'open(F,\">>\",\$ARGV[0]) or exit 1; print F \"pa$n\\n\"' $p" ;;
+		2.0) echo "nofifo $p && : > $p" ;;
+		2.1) echo "nofifo $p && truncate -s $((n % 5000)) $p" ;;
+		2.2) echo "nofifo $p && $bb truncate -s $((n % 100)) $p" ;;
+		2.3) echo "$PY -c 'import os,sys; os.truncate(sys.argv[1], $((n % 50)))' $p" ;;
+		2.4) echo "perl -e 'truncate(\$ARGV[0], $((n % 50)))' $p" ;;
+		3.0 | 3.1) echo "mv -f $p $q" ;;
+		3.2) echo "$bb mv -f $p $q" ;;
+		3.3) echo "$PY -c 'import os,sys; os.replace(sys.argv[1], sys.argv[2])' $p $q" ;;
+		3.4) echo "perl -e 'rename(\$ARGV[0], \$ARGV[1])' $p $q" ;;
+		4.0 | 4.1) echo "rm -f $p" ;;
+		4.2) echo "$bb rm -f $p" ;;
+		4.3) echo "$PY -c 'import os,sys; os.unlink(sys.argv[1])' $p" ;;
+		4.4) echo "perl -e 'unlink(\$ARGV[0])' $p" ;;
+		5.0 | 5.1) echo "rmdir $p" ;;
+		5.2) echo "$bb rmdir $p" ;;
+		5.3) echo "$PY -c 'import os,sys; os.rmdir(sys.argv[1])' $p" ;;
+		5.4) echo "perl -e 'rmdir(\$ARGV[0])' $p" ;;
+		6.0 | 6.1) echo "rm -rf $(pkd)" ;;
+		6.2) echo "$bb rm -rf $(pkd)" ;;
+		6.3) echo "$PY -c 'import shutil,sys; shutil.rmtree(sys.argv[1])' $(pkd)" ;;
+		6.4) echo "perl -MFile::Path=remove_tree -e 'remove_tree(\$ARGV[0])' $(pkd)" ;;
+		7.0 | 7.1) echo "mkdir -p $p/m$n" ;;
+		7.2) echo "$bb mkdir $p" ;;
+		7.3) echo "$PY -c 'import os,sys; os.makedirs(sys.argv[1])' $p/m$n" ;;
+		7.4) echo "perl -e 'mkdir(\$ARGV[0])' $p" ;;
+		8.0 | 8.1) echo "mkfifo $p" ;;
+		8.2) echo "$bb mkfifo $p" ;;
+		8.3) echo "$PY -c 'import os,sys; os.mkfifo(sys.argv[1])' $p" ;;
+		8.4) echo "perl -MPOSIX -e 'POSIX::mkfifo(\$ARGV[0], 0644)' $p" ;;
+		9.0 | 9.1) echo "ln -f $p $q" ;;
+		9.2) echo "$bb ln $p $q" ;;
+		9.3) echo "$PY -c 'import os,sys; os.link(sys.argv[1], sys.argv[2])' $p $q" ;;
+		9.4) echo "perl -e 'link(\$ARGV[0], \$ARGV[1])' $p $q" ;;
+		10.0 | 10.1) echo "ln -sfn $(pk) $q" ;;
+		10.2) echo "$bb ln -sfn $(pk) $q" ;;
+		10.3) echo "$PY -c 'import os,sys; os.symlink(sys.argv[1], sys.argv[2]+\".t\"); os.replace(sys.argv[2]+\".t\", sys.argv[2])' $(pk) $q" ;;
+		10.4) echo "perl -e 'unlink(\$ARGV[1]); symlink(\$ARGV[0], \$ARGV[1])' $(pk) $q" ;;
+		11.*)
+			t=$(printf '%s' 600 644 755 444 640 700 | fold -w3 | sed -n "$((n % 6 + 1))p")
+			case $tool in
+			0 | 1) echo "chmod $t $p" ;;
+			2) echo "$bb chmod $t $p" ;;
+			3) echo "$PY -c 'import os,sys; os.chmod(sys.argv[1], 0o$t)' $p" ;;
+			4) echo "perl -e 'chmod(0$t, \$ARGV[0])' $p" ;;
+			esac
+			;;
+		12.0 | 12.1) echo "touch -d @$((1300000000 + n)) $p" ;;
+		12.2) echo "$bb touch $p" ;;
+		12.3) echo "$PY -c 'import os,sys; os.utime(sys.argv[1], ($n, $n))' $p" ;;
+		12.4) echo "perl -e 'utime($n, $n, \$ARGV[0])' $p" ;;
+		13.0 | 13.1) echo "find $(pkd) -type f -name '*.txt' -exec sed -i 's/TODO/DONE$n/;s/foo/F/g' {} +" ;;
+		13.2) echo "find $(pkd) -type f -name '*.txt' -exec $bb sed -i 's/line/L$n/' {} +" ;;
+		13.3) echo "find $(pkd) -type f -name '*.txt' -exec $PY -c 'import sys
+for f in sys.argv[1:]:
+    s=open(f).read(); open(f,\"w\").write(s.replace(\"bar\",\"BAR\"))' {} +" ;;
+		13.4) echo "find $(pkd) -type f -name '*.txt' -exec perl -pi -e 's/bar/B$n/' {} +" ;;
+		14.0 | 14.1) echo "mv $(pkd) $(pkd)/" ;;
+		14.2) echo "$bb mv $(pkd) $q" ;;
+		14.3) echo "$PY -c 'import shutil,sys; shutil.move(sys.argv[1], sys.argv[2])' $(pkd) $q" ;;
+		14.4) echo "perl -e 'rename(\$ARGV[0], \$ARGV[1])' $(pkd) $q" ;;
+		15.*) echo "cp -a $(pkd) $q" ;;
+		16.*) echo "nofifo $p && dd if=/dev/urandom of=$p bs=1k count=$((n % 4 + 1)) seek=$((n % 7)) conv=notrunc status=none" ;;
+		17.*) echo "cd $(pkd) && { nofifo f1.txt && echo cwd$n >> f1.txt; rm -f f2.txt; cd - >/dev/null; }" ;;
+		esac
+		[ -n "$pause" ] && echo "sleep $pause"
+	done
+	echo 'exit 0'
+	unset -f pk pkd
+}
