@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Escape suite, fd-form metadata calls (Landlock does not cover them: the broker must refuse):
+# fchmod, fchown, futimens, fsetxattr, fremovexattr, their *at(AT_EMPTY_PATH) and NULL-path forms,
+# and inode-flag ioctls, on fds of protected files opened read-only or O_PATH.
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$(dirname "$0")/../lib.sh"
+require_core
+. "$HERE/lib-escape.sh"
+make_fixtures
+
+X="$OUTSIDE/x"
+U=$(id -u) G=$(id -g)
+for f in "$X" "$OUTSIDE/dir" "$HOME/.bashrc" "$WS/.brokered/settings.json" "$XDG_CONFIG_HOME/brokered/settings.json"; do
+	for how in r path; do
+		o=$how
+		[ -d "$f" ] && o=$how,directory
+		attempt "fchmod on an O_${how^^} fd of $f" 'EACCES|EBADF' chmod "$f" -- "$ESC" fd "$f" $o fchmod 0777
+		attempt "fchown on an O_${how^^} fd of $f" 'EACCES|EBADF|EPERM' chown "$f" -- "$ESC" fd "$f" $o fchown "$U" "$G"
+		attempt "futimens on an O_${how^^} fd of $f" 'EACCES|EBADF' utimes "$f" -- "$ESC" fd "$f" $o futimens
+		attempt "fsetxattr user.x on an O_${how^^} fd of $f" 'EACCES|EBADF' setxattr "$f" -- "$ESC" fd "$f" $o fsetxattr user.x pwned
+		attempt "fremovexattr on an O_${how^^} fd of $f" 'EACCES|EBADF|ENODATA' - - -- "$ESC" fd "$f" $o fremovexattr user.x
+		attempt "fchmodat2(fd, \"\", AT_EMPTY_PATH) on an O_${how^^} fd of $f" 'EACCES' chmod "$f" -- "$ESC" fd "$f" $o fchmodat-empty 0777
+		attempt "fchownat(fd, \"\", AT_EMPTY_PATH) on an O_${how^^} fd of $f" 'EACCES|EPERM' chown "$f" -- "$ESC" fd "$f" $o fchownat-empty "$U" "$G"
+		attempt "utimensat(fd, \"\", AT_EMPTY_PATH) on an O_${how^^} fd of $f" 'EACCES' utimes "$f" -- "$ESC" fd "$f" $o utimensat-empty
+		attempt "futimesat(fd, NULL) on an O_${how^^} fd of $f" 'EACCES|EBADF' utimes "$f" -- "$ESC" fd "$f" $o futimesat-null
+		attempt "setxattrat(fd, \"\", AT_EMPTY_PATH) on an O_${how^^} fd of $f" 'EACCES|ENOSYS' - - -- "$ESC" fd "$f" $o setxattrat-empty user.x pwned
+		attempt "ftruncate on an O_${how^^} fd of $f" 'EBADF|EINVAL|EISDIR' - - -- "$ESC" fd "$f" $o ftruncate 0
+		attempt "write on an O_${how^^} fd of $f" 'EBADF|EISDIR' - - -- "$ESC" fd "$f" $o write pwned
+	done
+done
+# inode flags and the inode generation through a read-only fd (owner or CAP_FOWNER suffices natively)
+for op in "setflags 0x40" "setflags32 0x40" "setflags 0x4000" "setversion 7"; do
+	attempt "ioctl $op on a read-only fd of $X" 'EPERM|EACCES|ENOTTY|EOPNOTSUPP|EINVAL' - - -- "$ESC" fd "$X" r $op
+done
+attempt "chattr +d (nodump) on $X" - - - -- chattr +d "$X"
+attempt "chattr +A (noatime) on $X" - - - -- chattr +A "$X"
+
+# fchmodat2 with a NULL path and no AT_EMPTY_PATH: the kernel answers EFAULT; the broker must not crash
+echo ws >"$WS/wsfile"
+for f in "$WS/wsfile" "$X"; do
+	attempt "fchmodat2(fd, NULL, mode, 0) on a read-only fd of $f" 'EFAULT|EACCES|EINVAL' - - -- \
+		"$ESC" fd "$f" r fchmodat2-null 0600
+done
+n0=$(audit_log | grep -c 'syscall=fchmodat2')
+out=$(cd "$WS" && timeout 50 "$BROKERED" run -- sh -c "$ESC fd wsfile r fchmodat2-null 0600; $ESC open after w,creat alive; cat after" 2>/dev/null)
+rc=$?
+is "$rc:$(printf '%s' "$out" | tail -n1)" "0:alive" "fchmodat2(fd, NULL): a later write in the same run still works"
+n1=$(audit_log | grep -c 'syscall=fchmodat2')
+ok $([ "$n1" -gt "$n0" ] && echo 0 || echo 1) "fchmodat2(fd, NULL): the refusal is in the audit log (and the run's log is not lost)"
+
+# the same fd calls on a workspace file are allowed (and backed up)
+attempt "fchmod on a read-only fd of a workspace file (allowed)" 'ok' - - -- "$ESC" fd wsfile r fchmod 0600
+is "$(stat -c %a "$WS/wsfile")" 600 "fchmod on a workspace file took effect"
+broker_alive "broker still works after the fd metadata attempts"
+done_testing
