@@ -21,7 +21,9 @@
 
 #define ACCEPT_BATCH 64 /* connections accepted per round, so that serving is not starved */
 #define READ_CHUNK   65536
-#define OUT_MSGS_MAX 4096 /* queued answers per connection */
+#define OUT_MSGS_MAX 4096 /* queued answers per connection (a hard stop; see PENDING_MAX) */
+#define PENDING_MAX  64	  /* unsent answers after which a connection's requests wait */
+#define ACCEPT_PAUSE_MS 100 /* out of fds: stop accepting for a moment instead of spinning */
 
 struct out_msg {
 	char *data;
@@ -60,6 +62,7 @@ struct ipc_server {
 	struct conn **polled;
 	size_t n_polled;
 	bool polled_listener;
+	uint64_t accept_paused_until;
 	struct ipc_stats stats;
 };
 
@@ -619,6 +622,15 @@ static void refill(struct ipc_server *s, struct conn *c, uint64_t t)
 	}
 }
 
+/* An answer with an fd not yet sent: fds are a scarce resource, never queue a second one. */
+static bool fd_pending(const struct conn *c)
+{
+	for (size_t i = 0; i < c->n_out; i++)
+		if (c->out[i].fd >= 0)
+			return true;
+	return false;
+}
+
 /* Serve the complete lines in the buffer, as far as the rate and the answer queue allow. */
 static void serve_buffer(struct ipc_server *s, struct conn *c)
 {
@@ -635,8 +647,8 @@ static void serve_buffer(struct ipc_server *s, struct conn *c)
 			start += len + 1;
 			continue;
 		}
-		if (c->out_bytes >= IPC_OUT_MAX)
-			break; /* the peer is not reading its answers: wait */
+		if (c->out_bytes >= IPC_OUT_MAX || c->n_out >= PENDING_MAX || fd_pending(c))
+			break; /* the peer is not reading its answers (or an fd waits): wait */
 		refill(s, c, t);
 		if (c->tokens < 1) {
 			c->throttled = true;
@@ -706,6 +718,13 @@ static bool has_line(const struct conn *c)
 	return c->in_len && memchr(c->in, '\n', c->in_len);
 }
 
+/* Complete lines that can be served now (nothing holds them back). */
+static bool ready(const struct conn *c)
+{
+	return !c->closing && !c->throttled && has_line(c) && c->n_out < PENDING_MAX &&
+	       c->out_bytes < IPC_OUT_MAX && !fd_pending(c);
+}
+
 static void drop_out(struct conn *c)
 {
 	for (size_t j = 0; j < c->n_out; j++) {
@@ -720,8 +739,11 @@ static void accept_some(struct ipc_server *s)
 {
 	for (int i = 0; i < ACCEPT_BATCH && s->n_conns < s->max_clients; i++) {
 		int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+				s->accept_paused_until = now_ms() + ACCEPT_PAUSE_MS;
 			return; /* EAGAIN, or a transient error: poll again */
+		}
 		struct ucred cr;
 		socklen_t len = sizeof cr;
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.uid != geteuid()) {
@@ -757,14 +779,16 @@ size_t ipc_server_pollfds(struct ipc_server *s, struct pollfd *fds, size_t max)
 	if (!np)
 		return 0;
 	s->polled = np;
-	if (k < max && s->listen_fd >= 0 && s->n_conns < s->max_clients) {
+	if (k < max && s->listen_fd >= 0 && s->n_conns < s->max_clients &&
+	    now_ms() >= s->accept_paused_until) {
 		fds[k++] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
 		s->polled_listener = true;
 	}
 	for (size_t i = 0; i < s->n_conns && k < max; i++) {
 		struct conn *c = s->conns[i];
 		short ev = 0;
-		if (!c->closing && !c->eof && !c->throttled && c->out_bytes < IPC_OUT_MAX)
+		if (!c->closing && !c->eof && !c->throttled && c->out_bytes < IPC_OUT_MAX &&
+		    c->n_out < PENDING_MAX)
 			ev |= POLLIN;
 		if (c->n_out)
 			ev |= POLLOUT;
@@ -778,10 +802,14 @@ int ipc_server_timeout_ms(const struct ipc_server *s)
 {
 	uint64_t t = now_ms();
 	int64_t best = -1;
+	if (s->accept_paused_until > t)
+		best = (int64_t)(s->accept_paused_until - t);
 	for (size_t i = 0; i < s->n_conns; i++) {
 		const struct conn *c = s->conns[i];
 		int64_t due;
-		if (c->throttled)
+		if (ready(c))
+			due = 0;
+		else if (c->throttled)
 			due = 1000 / (int64_t)s->rate + 1;
 		else
 			due = (int64_t)(c->last_ms + s->idle_ms) - (int64_t)t;
@@ -814,6 +842,13 @@ void ipc_server_handle(struct ipc_server *s, const struct pollfd *fds, size_t n)
 			c->closing = true; /* the peer is gone: drop its answers */
 			drop_out(c);
 		}
+		if (ready(c)) {
+			serve_buffer(s, c); /* lines that waited for their answers to go out */
+			if (c->n_out && flush_out(s, c) < 0) {
+				c->closing = true;
+				drop_out(c);
+			}
+		}
 	}
 	s->n_polled = 0;
 	s->polled_listener = false;
@@ -822,7 +857,7 @@ void ipc_server_handle(struct ipc_server *s, const struct pollfd *fds, size_t n)
 	uint64_t t = now_ms();
 	for (size_t i = 0; i < s->n_conns;) {
 		struct conn *c = s->conns[i];
-		if (!c->closing && (c->throttled || (c->eof && has_line(c)))) {
+		if (!c->closing && (c->throttled || ready(c))) {
 			serve_buffer(s, c);
 			if (c->n_out && flush_out(s, c) < 0) {
 				c->closing = true;
