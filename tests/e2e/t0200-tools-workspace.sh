@@ -102,6 +102,19 @@ line=$(audit_grep open "$TWIN_BRK/f" '')
 case $line in *" result=EEXIST "*) ok 0 "O_CREAT|O_EXCL on an existing file: logged with result=EEXIST" ;;
 *) ok 1 "O_CREAT|O_EXCL on an existing file: logged with result=EEXIST"; printf '#   got: %q\n' "$line" ;; esac
 
+# mkdir -p with an absolute path: busybox creates every component from "/" on and relies on
+# mkdir("/") failing with EEXIST, as the kernel answers.
+if [ -x /bin/busybox ]; then
+	twin_check "busybox mkdir -p ABSOLUTE-PATH" fixture sh -c '/bin/busybox mkdir -p "$PWD/abs/deep"'
+fi
+twin_check "mkdir of /, ., .. and an existing dir: errno as native" fixture python3 -c '
+import os
+for p in ["/", ".", "..", "sub", "sub/.", "sub/.."]:
+    try:
+        os.mkdir(p)
+    except OSError as e:
+        print(p, e.strerror)'
+
 # cp -p / mv keep mode and times
 twin_check "cp -p keeps mode and mtime" fixture sh -c 'touch -t 200001010000 g && cp -p g kept'
 is "$(stat -c '%a %Y' "$TWIN_BRK/kept")" "$(stat -c '%a %Y' "$TWIN_NAT/kept")" "cp -p: mode and mtime as native"
