@@ -43,7 +43,7 @@ attempt "ioctl TIOCSTI without a terminal" 'EPERM|ENOTTY|EIO' - - -- "$K" tiocst
 
 # foreign ABIs
 # int 0x80 from a 64-bit process needs IA32 emulation (and a hypervisor that passes it on)
-bash -c '"$0" int80-getpid' "$K" >/dev/null 2>&1
+bash -c '"$0" int80-getpid; exit $?' "$K" >/dev/null 2>&1
 i386_native=$?
 if [ "$(uname -m)" = x86_64 ] && [ $i386_native -eq 0 ]; then
 	attempt "i386 int 0x80 getpid" 'ENOSYS' - - -- "$K" int80-getpid
