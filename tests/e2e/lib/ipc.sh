@@ -60,3 +60,21 @@ py_checks() {
 }
 
 brk_client() { "$BROKERED" client --socket "$SOCK" --session "$SID" "$@"; }
+
+# py_snapshot DIR: like tree_snapshot (type, mode, content hash, link target per path), in one
+# process: the load test's trees are too big to fork a few programs per file.
+py_snapshot() {
+	python3 - "$1" <<'PYEOF'
+import hashlib, os, stat, sys
+top = sys.argv[1]
+out = []
+for root, dirs, files in os.walk(top):
+    dirs[:] = [d for d in dirs if not (root == top and d == ".brokered")]
+    for name in dirs + files:
+        p = os.path.join(root, name); st = os.lstat(p); rel = os.path.relpath(p, top)
+        if stat.S_ISLNK(st.st_mode): out.append("%s L %s" % (rel, os.readlink(p)))
+        elif stat.S_ISDIR(st.st_mode): out.append("%s D %o" % (rel, stat.S_IMODE(st.st_mode)))
+        else: out.append("%s F %o %s" % (rel, stat.S_IMODE(st.st_mode), hashlib.sha256(open(p, "rb").read()).hexdigest()))
+print("\n".join(sorted(out)))
+PYEOF
+}
