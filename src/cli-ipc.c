@@ -502,12 +502,30 @@ static void json_head(struct client *c, struct strbuf *sb, const char *command, 
 		json_kv_str(sb, "brokerTraceId", c->trace);
 }
 
+/* ,"key":"path" with the path's bytes kept: json_append_string() writes a byte that is not UTF-8
+ * as \u00XX (a different name once decoded); the broker accepts raw bytes in strings. */
+static int json_kv_bytes(struct strbuf *sb, const char *key, const char *v)
+{
+	json_key(sb, key);
+	strbuf_appendc(sb, '"');
+	for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			strbuf_printf(sb, "\\%c", *p);
+		else if (*p < 0x20 || *p == 0x7f)
+			strbuf_printf(sb, "\\u%04x", *p);
+		else
+			strbuf_appendc(sb, (char)*p);
+	}
+	strbuf_appendc(sb, '"');
+	return sb->oom ? -ENOMEM : 0;
+}
+
 static int json_path(struct strbuf *sb, const char *key, const char *p)
 {
 	_cleanup_free_ char *a = abs_path(p);
 	if (!a)
 		return -ENOMEM;
-	return json_kv_str(sb, key, a);
+	return json_kv_bytes(sb, key, a);
 }
 
 static int client_token(struct client *c, bool rw, int argc, char **argv)
@@ -783,7 +801,7 @@ int cli_client(int argc, char **argv)
 	} else if (table[t].nargs == 2) {
 		/* A symbolic link's content is kept as written. */
 		if (symbolic && !strcmp(cmd, "link"))
-			json_kv_str(&sb, "from", arg[0]);
+			json_kv_bytes(&sb, "from", arg[0]);
 		else
 			json_path(&sb, "from", arg[0]);
 		json_path(&sb, "to", arg[1]);
