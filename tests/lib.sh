@@ -133,9 +133,11 @@ done_testing() {
 # The directory of the C test helpers (tests/helpers/*.c built into build/helpers). tests/run.sh
 # passes $HELPERS; the sanitizer build has no helpers of its own, so fall back to the release ones
 # next to it.
+_lib_cwd=${OLDPWD:-/} # lib.sh changed into $WS above; OLDPWD is where the script started
 helpers_dir() {
-	local d
-	for d in "${HELPERS:-}" "$(dirname "$BROKERED")/../build/helpers" "$(dirname "$BROKERED")/helpers"; do
+	local d h=${HELPERS:-}
+	case $h in "" | /*) ;; *) h="$_lib_cwd/$h" ;; esac # relative to where the script was started
+	for d in "$h" "$(dirname "$BROKERED")/../build/helpers" "$(dirname "$BROKERED")/helpers"; do
 		[ -n "$d" ] && [ -d "$d" ] && { (cd "$d" && pwd); return 0; }
 	done
 	return 1
