@@ -343,6 +343,38 @@ static void log_op(struct broker *b, const struct broker_req *q, const struct op
 	audit_log(b->audit, &rec);
 }
 
+/*
+ * Names that only mkdir may create: a ".git" entry, and a hooks directory of a repository. Any
+ * other way of making them (a file or symlink named .git, a "gitdir:" file, renaming or linking a
+ * prepared tree onto them) would smuggle in hooks that the user's own git runs later.
+ */
+static bool git_guarded_name(const char *real)
+{
+	const char *name = strrchr(real, '/');
+	if (!name)
+		return false;
+	name++;
+	if (strcmp(name, ".git") == 0)
+		return true;
+	if (strcmp(name, "hooks") != 0)
+		return false;
+	/* hooks directly in a .git dir, or in .git/modules/NAME/ */
+	/* ".../.git/hooks": ".git/" ends right before the name, after a '/' */
+	size_t n = (size_t)(name - real);
+	return (n >= 6 && memcmp(name - 5, ".git/", 5) == 0 && name[-6] == '/') ||
+	       strstr(real, "/.git/modules/") != NULL;
+}
+
+/* Refuse creating a git-guarded name by anything but mkdir (scratch excepted). */
+static int check_git_guard(struct broker *b, const char *real, struct op_log *l)
+{
+	if (!real || path_is_under(real, b->cfg.scratch) || !git_guarded_name(real))
+		return 0;
+	l->decision = DECIDE_DENY;
+	l->reason = "protected:git-hooks";
+	return -EACCES;
+}
+
 /* ---- the pre-modification hook ---- */
 
 static const char *store_result_name(enum store_result r)
@@ -466,7 +498,12 @@ static int open_tmpfile(struct broker *b, const struct broker_req *q, struct bro
 		return -ENOENT;
 	if (!S_ISDIR(res->st.st_mode))
 		return -ENOTDIR;
-	l->decision = decide(b, res->real, POLICY_ACCESS_WRITE, &res->st, &l->reason);
+	/* An unnamed file in the directory: decide as for a new file in it (its name, if it gets
+	 * one, is checked by linkat); "#tmpfile" cannot be a protected name. */
+	_cleanup_strbuf_ struct strbuf child = STRBUF_INIT;
+	if (path_join(res->real, "#tmpfile", &child) < 0)
+		return -ENOMEM;
+	l->decision = decide(b, child.buf, POLICY_ACCESS_WRITE, NULL, &l->reason);
 	if (refused(l->decision))
 		return -EACCES;
 	if (l->decision == DECIDE_KERNEL) {
@@ -570,6 +607,8 @@ static int do_open(struct broker *b, const struct broker_req *q, struct broker_r
 				return -ENOENT;
 			if (res->trailing_slash)
 				return -EISDIR;
+			if ((r = check_git_guard(b, res->real, l)) < 0)
+				return r;
 			l->decision = decide(b, res->real, POLICY_ACCESS_WRITE, NULL, &l->reason);
 			if (refused(l->decision))
 				return -EACCES;
@@ -807,6 +846,9 @@ static int do_rename(struct broker *b, const struct broker_req *q, struct broker
 		r = -ENOENT;
 		goto out;
 	}
+	if ((r = check_git_guard(b, dst.real, l)) < 0 ||
+	    (exchange && (r = check_git_guard(b, res->real, l)) < 0))
+		goto out;
 	/* Both names must be allowed: delete on the source, write on the target. */
 	const char *reason2 = NULL;
 	enum decision d1 = decide(b, res->real, exchange ? POLICY_ACCESS_WRITE | POLICY_ACCESS_DELETE : POLICY_ACCESS_DELETE,
@@ -878,6 +920,8 @@ static int create_common(struct broker *b, const struct broker_req *q, struct br
 		return -EEXIST;
 	if (res->trailing_slash && q->op != BROKER_OP_MKDIR)
 		return q->op == BROKER_OP_SYMLINK ? -ENOENT : -EISDIR;
+	if (q->op != BROKER_OP_MKDIR && (r = check_git_guard(b, res->real, l)) < 0)
+		return r;
 	l->decision = decide(b, res->real, POLICY_ACCESS_WRITE, NULL, &l->reason);
 	if (refused(l->decision))
 		return -EACCES;
@@ -1121,6 +1165,13 @@ void broker_handle(struct broker *b, const struct broker_req *q, struct broker_r
 	b->cur_op = broker_op_name(q->op);
 
 	int r;
+	bool fd_form = q->fd >= 0 || q->at_empty_path;
+	if ((!q->path && !fd_form && q->op != BROKER_OP_SYMLINK) ||
+	    ((q->op == BROKER_OP_RENAME || q->op == BROKER_OP_SYMLINK ||
+	      q->op == BROKER_OP_LINK) && !q->path2)) {
+		r = -EFAULT; /* a decoder bug must not crash the broker */
+		goto done;
+	}
 	switch (q->op) {
 	case BROKER_OP_OPEN:
 		r = do_open(b, q, resp, &res, &l);
@@ -1157,6 +1208,7 @@ void broker_handle(struct broker *b, const struct broker_req *q, struct broker_r
 		r = -ENOSYS;
 		break;
 	}
+done:
 	if (r < 0) {
 		broker_resp_done(resp);
 		set_error(resp, r);

@@ -599,11 +599,39 @@ static bool granted(const struct policy *p, const char *path, unsigned bit)
 	return false;
 }
 
+/*
+ * Replacing or removing a directory moves everything below it: a write or delete of an ancestor
+ * of a path that a deny rule (a secret, a blocklist entry) protects from writes is refused, or
+ * "mv ~/.docker x; edit x/config.json; mv x ~/.docker" would rewrite the secret.
+ */
+static struct verdict holds_denied(const struct policy *p, const char *path, unsigned bit)
+{
+	struct verdict none = {POLICY_ALLOW, NULL};
+	if (!(bit & (POLICY_ACCESS_WRITE | POLICY_ACCESS_DELETE)))
+		return none;
+	size_t n = strlen(path);
+	for (size_t i = 0; i < p->n_rules; i++) {
+		const struct prule *r = &p->rules[i];
+		if (r->decision != POLICY_DENY || !(r->access & (POLICY_ACCESS_WRITE | POLICY_ACCESS_DELETE)))
+			continue;
+		/* the literal part of the pattern (all of it, or up to the first wildcard) */
+		size_t lit = r->literal ? strlen(r->pattern) : r->specificity;
+		if (lit <= n || strncmp(r->pattern, path, n) != 0)
+			continue;
+		if ((n == 1 && path[0] == '/') || r->pattern[n] == '/')
+			return (struct verdict){POLICY_DENY, r->reason};
+	}
+	return none;
+}
+
 static struct verdict decide_bit(const struct policy *p, const char *path, unsigned bit)
 {
 	struct verdict prot = protection(p, path, bit);
 	if (prot.d == POLICY_DENY)
 		return prot;
+	struct verdict held = holds_denied(p, path, bit);
+	if (held.d == POLICY_DENY)
+		return held;
 	struct verdict v = base_decision(p, path, bit);
 	if (prot.reason && prot.d >= v.d)
 		v = prot;

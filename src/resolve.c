@@ -96,6 +96,27 @@ static int translate_self(pid_t tid, const char *path, struct strbuf *out)
 	return strbuf_appends(out, path);
 }
 
+/*
+ * The broker's own /proc/PID, reached by a route translate_self() cannot see lexically
+ * ("/proc/self/../self", "/dev/../proc/self", "../../proc/self"): map the real path back to
+ * the target's. Returns 1 and the rewritten path in out, or 0 if real is not ours.
+ */
+static int untranslate_own_proc(pid_t tid, const char *real, const char *name, struct strbuf *out)
+{
+	char own[32];
+	int n = snprintf(own, sizeof own, "/proc/%d", (int)getpid());
+	if (strncmp(real, own, (size_t)n) != 0 || (real[n] != '/' && real[n] != '\0'))
+		return 0;
+	const char *rest = real + n;
+	if (strncmp(rest, "/task/", 6) == 0) { /* /proc/self/task/TID = thread-self */
+		rest += 6;
+		rest += strspn(rest, "0123456789");
+	}
+	strbuf_reset(out);
+	int r = strbuf_printf(out, "/proc/%d%s/%s", (int)tid, rest, name);
+	return r < 0 ? r : 1;
+}
+
 static bool fd_on_procfs(int fd)
 {
 	struct statfs sf;
@@ -263,6 +284,19 @@ int resolve_path(const struct resolve_ctx *ctx, int dirfd, const char *path, uns
 		k = fill_real(ret);
 		if (k < 0)
 			return k;
+		if (strncmp(ret->parent_real, "/proc/", 6) == 0) {
+			k = untranslate_own_proc(ctx->tid, ret->parent_real, ret->name, &tmp);
+			if (k < 0)
+				return k;
+			if (k > 0) {
+				if (hop >= MAX_SYMLINK_HOPS)
+					return -ELOOP;
+				strbuf_reset(&cur);
+				if ((k = strbuf_append(&cur, tmp.buf, tmp.len)) < 0)
+					return k;
+				continue;
+			}
+		}
 		if (fstatat(ret->parent_fd, ret->name, &ret->st, AT_SYMLINK_NOFOLLOW) == 0)
 			ret->exists = true;
 		else if (errno == ENOENT)

@@ -363,7 +363,7 @@ static char *make_tool_call_id(void)
 
 struct run_ctx {
 	const struct run_options *o;
-	char *workspace, *state_dir, *session, *tool_call, *cmdline, *scratch, *audit_path;
+	char *workspace, *state_dir, *session, *tool_call, *cmdline, *scratch, *audit_path, *home_real;
 	const char *home;
 	const char *msg;
 	struct sandbox_features feat;
@@ -399,6 +399,7 @@ static void ctx_done(struct run_ctx *c)
 	free(c->cmdline);
 	free(c->scratch);
 	free(c->audit_path);
+	free(c->home_real);
 }
 
 /* The command's root word: basename of argv[0], or the first word of a -c string. */
@@ -516,11 +517,14 @@ static int setup(struct run_ctx *c)
 		log_error("The workspace \"%s\" is not a directory", c->workspace);
 		return -ENOTDIR;
 	}
-	c->home = getenv("HOME");
-	if (!c->home || c->home[0] != '/') {
+	const char *home = getenv("HOME");
+	if (!home || home[0] != '/') {
 		struct passwd *pw = getpwuid(getuid());
-		c->home = pw ? pw->pw_dir : NULL;
+		home = pw ? pw->pw_dir : NULL;
 	}
+	/* The policy compares real paths: a home reached through a symlink must match too. */
+	c->home_real = home ? realpath(home, NULL) : NULL;
+	c->home = c->home_real ? c->home_real : home;
 	if ((r = settings_new(&c->settings)) < 0)
 		return log_error_errno(r, "Failed to allocate settings: %m");
 	struct settings_error serr = {0};
@@ -560,6 +564,11 @@ static int setup(struct run_ctx *c)
 
 	if ((r = store_state_dir(&c->state_dir)) < 0)
 		return log_error_errno(r, "Failed to create the state directory: %m");
+	char *state_real = realpath(c->state_dir, NULL);
+	if (state_real) {
+		free(c->state_dir);
+		c->state_dir = state_real;
+	}
 	if (o->session) {
 		if (!store_id_valid(o->session)) {
 			log_error("Invalid session id \"%s\"", o->session);
@@ -587,9 +596,10 @@ static int setup(struct run_ctx *c)
 	 * elsewhere, and the --settings file. */
 	const char *xdg = getenv("XDG_CONFIG_HOME");
 	_cleanup_free_ char *extra_real = o->settings ? realpath(o->settings, NULL) : NULL;
+	_cleanup_free_ char *xdg_real = xdg && xdg[0] == '/' ? realpath(xdg, NULL) : NULL;
 	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
 	if (xdg && xdg[0] == '/')
-		strbuf_printf(&sb, "%s/brokered", xdg);
+		strbuf_printf(&sb, "%s/brokered", xdg_real ? xdg_real : xdg);
 	if ((sb.len && (r = policy_protect(c->policy, sb.buf, "settings")) < 0) ||
 	    (extra_real && (r = policy_protect(c->policy, extra_real, "settings")) < 0))
 		return log_error_errno(r, "Failed to protect the settings files: %m");

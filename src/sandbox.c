@@ -328,7 +328,11 @@ static int build_rules(scmp_filter_ctx ctx)
 	/* Terminal input injection (the bubblewrap CVE-2017-5226 class) and inode flags. */
 	if ((r = refuse_ioctl(ctx, TIOCSTI, EPERM)) < 0 || (r = refuse_ioctl(ctx, TIOCLINUX, EPERM)) < 0 ||
 	    (r = refuse_ioctl(ctx, FS_IOC_SETFLAGS, EPERM)) < 0 ||
-	    (r = refuse_ioctl(ctx, 0x401c5820 /* FS_IOC_FSSETXATTR */, EPERM)) < 0)
+	    (r = refuse_ioctl(ctx, 0x401c5820 /* FS_IOC_FSSETXATTR */, EPERM)) < 0 ||
+	    (r = refuse_ioctl(ctx, 0x40046602 /* FS_IOC32_SETFLAGS */, EPERM)) < 0 ||
+	    (r = refuse_ioctl(ctx, 0x40087602 /* FS_IOC_SETVERSION */, EPERM)) < 0 ||
+	    (r = refuse_ioctl(ctx, 0x40047602 /* FS_IOC32_SETVERSION */, EPERM)) < 0 ||
+	    (r = refuse_ioctl(ctx, 0x800c6613 /* FS_IOC_SET_ENCRYPTION_POLICY */, EPERM)) < 0)
 		return r;
 
 	/* Syscalls newer than this build might change files: fail closed with ENOSYS. */

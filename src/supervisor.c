@@ -310,15 +310,18 @@ static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid,
 		} else {
 			NAME(d->nr == __NR_fchmodat ? "fchmodat" : "fchmodat2");
 			q->dirfd = (int)a[0];
-			if (a[1] || d->nr == __NR_fchmodat)
-				PATH1(a[1]);
 			q->mode = (mode_t)a[2];
 			if (d->nr == __NR_fchmodat2) {
 				q->flags = (uint32_t)a[3];
 				if (q->flags & ~(uint64_t)(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))
 					return -EINVAL;
-				q->at_empty_path = (q->flags & AT_EMPTY_PATH) && (!q->path || !*q->path);
 			}
+			/* A NULL path means the fd itself only with AT_EMPTY_PATH (6.11+). */
+			if (a[1])
+				PATH1(a[1]);
+			else if (!(q->flags & AT_EMPTY_PATH))
+				return -EFAULT;
+			q->at_empty_path = (q->flags & AT_EMPTY_PATH) && (!q->path || !*q->path);
 		}
 		q->mode &= 07777;
 		return 0;
