@@ -33,8 +33,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* The answer to whatever came in must itself be one valid JSON line. */
 	struct strbuf sb = STRBUF_INIT;
 	struct ipc_json_resp resp = {
-		.id = r.id, .ok = k == 0, .operation = ipc_operation_name(r.op), .path = r.path,
-		.normalised_path = r.path, .to = r.to, .error = reason, .decision = "deny",
+	    .id = r.id,
+	    .ok = k == 0,
+	    .operation = ipc_operation_name(r.op),
+	    .path = r.path,
+	    .normalised_path = r.path,
+	    .to = r.to,
+	    .error = reason,
+	    .decision = "deny",
 	};
 	if (ipc_format_json_resp(&sb, &resp) == 0) {
 		if (!sb.len || sb.buf[sb.len - 1] != '\n' || memchr(sb.buf, '\n', sb.len - 1))

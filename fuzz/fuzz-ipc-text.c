@@ -23,7 +23,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		if (!r.session || !*r.session || !r.tool_call)
 			abort();
-		if (!r.write && ((r.flags & O_ACCMODE) != O_RDONLY || (r.flags & (O_CREAT | O_TRUNC))))
+		if (!r.write &&
+		    ((r.flags & O_ACCMODE) != O_RDONLY || (r.flags & (O_CREAT | O_TRUNC))))
 			abort();
 		if (r.mode > 07777)
 			abort();

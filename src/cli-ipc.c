@@ -62,10 +62,10 @@ static int serve_enable(void *userdata, const struct ipc_json_req *req, char **r
 	struct serve *sv = userdata;
 	struct session *s = sv->s;
 	struct store_options so = {
-		.enabled = s->settings->backup_enabled,
-		.max_size_bytes = s->settings->backup_max_size_mb * 1024 * 1024,
-		.deny_oversize = s->settings->backup_deny_oversize,
-		.sync = true,
+	    .enabled = s->settings->backup_enabled,
+	    .max_size_bytes = s->settings->backup_max_size_mb * 1024 * 1024,
+	    .deny_oversize = s->settings->backup_deny_oversize,
+	    .sync = true,
 	};
 	if (req->has_max_size_mb)
 		so.max_size_bytes = store_clamp_max_size_mb(req->max_size_mb, true) * 1024 * 1024;
@@ -135,17 +135,17 @@ static int parse_uint(const char *s, unsigned max, unsigned *ret)
 int cli_serve(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"session", required_argument, NULL, OPT_SESSION},
-		{"workspace", required_argument, NULL, OPT_WORKSPACE},
-		{"socket", required_argument, NULL, OPT_SOCKET},
-		{"settings", required_argument, NULL, OPT_SETTINGS},
-		{"delete-mode", required_argument, NULL, OPT_DELETE_MODE},
-		{"max-clients", required_argument, NULL, OPT_MAX_CLIENTS},
-		{"rate", required_argument, NULL, OPT_RATE},
-		{"idle-timeout", required_argument, NULL, OPT_IDLE},
-		{"message", required_argument, NULL, 'm'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"session", required_argument, NULL, OPT_SESSION},
+	    {"workspace", required_argument, NULL, OPT_WORKSPACE},
+	    {"socket", required_argument, NULL, OPT_SOCKET},
+	    {"settings", required_argument, NULL, OPT_SETTINGS},
+	    {"delete-mode", required_argument, NULL, OPT_DELETE_MODE},
+	    {"max-clients", required_argument, NULL, OPT_MAX_CLIENTS},
+	    {"rate", required_argument, NULL, OPT_RATE},
+	    {"idle-timeout", required_argument, NULL, OPT_IDLE},
+	    {"message", required_argument, NULL, 'm'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	struct session_options so = {.tool_call = "serve"};
 	struct ipc_config ic = {0};
@@ -201,12 +201,15 @@ int cli_serve(int argc, char **argv)
 			message = optarg;
 			break;
 		case 'h':
-			puts("Usage: brokered serve [--session ID] [--workspace DIR] [--socket PATH] "
-			     "[--settings FILE] [--delete-mode trash|unlink] [--max-clients N] [--rate N] "
+			puts("Usage: brokered serve [--session ID] [--workspace DIR] [--socket "
+			     "PATH] "
+			     "[--settings FILE] [--delete-mode trash|unlink] [--max-clients N] "
+			     "[--rate N] "
 			     "[--idle-timeout SEC] [-m MSG]");
 			return 0;
 		default:
-			log_error("serve: unknown option or missing argument: %s", argv[optind - 1]);
+			log_error("serve: unknown option or missing argument: %s",
+				  argv[optind - 1]);
 			return 2;
 		}
 	}
@@ -388,7 +391,9 @@ static int client_exchange(struct client *c, const char *line, size_t n, char **
 			char b[CMSG_SPACE(sizeof(int) * 4)];
 			struct cmsghdr align;
 		} u;
-		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
+		struct msghdr mh = {.msg_iov = &iov,
+				    .msg_iovlen = 1,
+				    .msg_control = u.b,
 				    .msg_controllen = sizeof u.b};
 		ssize_t k = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC);
 		if (k < 0 && errno == EAGAIN) {
@@ -531,9 +536,11 @@ static int json_path(struct strbuf *sb, const char *key, const char *p)
 static int client_token(struct client *c, bool rw, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"flags", required_argument, NULL, 'F'}, {"mode", required_argument, NULL, 'M'},
-		{"data", required_argument, NULL, 'd'},	 {"cat", no_argument, NULL, 'c'},
-		{NULL, 0, NULL, 0},
+	    {"flags", required_argument, NULL, 'F'},
+	    {"mode", required_argument, NULL, 'M'},
+	    {"data", required_argument, NULL, 'd'},
+	    {"cat", no_argument, NULL, 'c'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *flags = "-", *mode = "-", *data = NULL;
 	bool cat = false;
@@ -568,8 +575,8 @@ static int client_token(struct client *c, bool rw, int argc, char **argv)
 		return CLIENT_EXIT_DENIED;
 	}
 	struct strbuf sb = STRBUF_INIT;
-	strbuf_printf(&sb, "%s\t%s\t%s\t%s\t%s\t%s\n", rw ? IPC_CLASS_WRITE : IPC_CLASS_READ,
-		      path, c->session, c->tool_call ? c->tool_call : "", flags, mode);
+	strbuf_printf(&sb, "%s\t%s\t%s\t%s\t%s\t%s\n", rw ? IPC_CLASS_WRITE : IPC_CLASS_READ, path,
+		      c->session, c->tool_call ? c->tool_call : "", flags, mode);
 	_cleanup_free_ char *answer = NULL;
 	_cleanup_close_ int fd = -1;
 	int r = sb.oom ? -ENOMEM : client_exchange(c, sb.buf, sb.len, &answer, &fd);
@@ -588,7 +595,9 @@ static int client_token(struct client *c, bool rw, int argc, char **argv)
 		ssize_t k = readlink(link, target, sizeof target - 1);
 		target[k > 0 ? k : 0] = '\0';
 		int fl = fcntl(fd, F_GETFL);
-		const char *acc = (fl & O_ACCMODE) == O_RDONLY ? "r" : (fl & O_ACCMODE) == O_WRONLY ? "w" : "rw";
+		const char *acc = (fl & O_ACCMODE) == O_RDONLY	 ? "r"
+				  : (fl & O_ACCMODE) == O_WRONLY ? "w"
+								 : "rw";
 		printf("FD %s %s\n", acc, target);
 		fflush(stdout);
 		if (data) {
@@ -620,30 +629,31 @@ static int client_token(struct client *c, bool rw, int argc, char **argv)
 
 static int client_usage(void)
 {
-	fputs("Usage: brokered client [--socket PATH] [--session ID] [--tool-call ID] [--trace ID]\n"
-	      "                       [--timeout SEC] COMMAND ARGS...\n"
-	      "  read [--cat] PATH                  text token request, read\n"
-	      "  write [--flags F] [--mode M] [--data STR] PATH   text token request, read-write\n"
-	      "  delete [--trash|--unlink] [-r] [-f] [--report PATH] PATH\n"
-	      "  mkdir [-p] [-m MODE] PATH          rename FROM TO         copy [-r] FROM TO\n"
-	      "  chmod MODE PATH                    link [-s] FROM TO      touch PATH\n"
-	      "  modify-backup PATH                 enable-backup [-m MSG] commit-backup -m MSG\n"
-	      "  json 'JSON'                        one raw request line\n"
-	      "Exit status: 0 done, 1 denied or failed, 2 broker unavailable.\n",
-	      stderr);
+	fputs(
+	    "Usage: brokered client [--socket PATH] [--session ID] [--tool-call ID] [--trace ID]\n"
+	    "                       [--timeout SEC] COMMAND ARGS...\n"
+	    "  read [--cat] PATH                  text token request, read\n"
+	    "  write [--flags F] [--mode M] [--data STR] PATH   text token request, read-write\n"
+	    "  delete [--trash|--unlink] [-r] [-f] [--report PATH] PATH\n"
+	    "  mkdir [-p] [-m MODE] PATH          rename FROM TO         copy [-r] FROM TO\n"
+	    "  chmod MODE PATH                    link [-s] FROM TO      touch PATH\n"
+	    "  modify-backup PATH                 enable-backup [-m MSG] commit-backup -m MSG\n"
+	    "  json 'JSON'                        one raw request line\n"
+	    "Exit status: 0 done, 1 denied or failed, 2 broker unavailable.\n",
+	    stderr);
 	return CLIENT_EXIT_DENIED;
 }
 
 int cli_client(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"socket", required_argument, NULL, OPT_SOCKET},
-		{"session", required_argument, NULL, OPT_SESSION},
-		{"tool-call", required_argument, NULL, OPT_TOOL_CALL},
-		{"trace", required_argument, NULL, OPT_TRACE},
-		{"timeout", required_argument, NULL, OPT_TIMEOUT},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"socket", required_argument, NULL, OPT_SOCKET},
+	    {"session", required_argument, NULL, OPT_SESSION},
+	    {"tool-call", required_argument, NULL, OPT_TOOL_CALL},
+	    {"trace", required_argument, NULL, OPT_TRACE},
+	    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	struct client c = {.timeout_ms = 10000, .fd = -1};
 	optind = 0;
@@ -674,7 +684,8 @@ int cli_client(int argc, char **argv)
 			client_usage();
 			return 0;
 		default:
-			log_error("client: unknown option or missing argument: %s", argv[optind - 1]);
+			log_error("client: unknown option or missing argument: %s",
+				  argv[optind - 1]);
 			return CLIENT_EXIT_DENIED;
 		}
 	}
@@ -719,14 +730,20 @@ int cli_client(int argc, char **argv)
 
 	/* Operation options, then operands. */
 	static const struct option oo[] = {
-		{"trash", no_argument, NULL, 'T'},	   {"unlink", no_argument, NULL, 'U'},
-		{"recursive", no_argument, NULL, 'r'},	   {"force", no_argument, NULL, 'f'},
-		{"parents", no_argument, NULL, 'p'},	   {"symbolic", no_argument, NULL, 's'},
-		{"mode", required_argument, NULL, 'm'},	   {"message", required_argument, NULL, 'M'},
-		{"report", required_argument, NULL, 'R'},  {"max-size-mb", required_argument, NULL, 'S'},
-		{NULL, 0, NULL, 0},
+	    {"trash", no_argument, NULL, 'T'},
+	    {"unlink", no_argument, NULL, 'U'},
+	    {"recursive", no_argument, NULL, 'r'},
+	    {"force", no_argument, NULL, 'f'},
+	    {"parents", no_argument, NULL, 'p'},
+	    {"symbolic", no_argument, NULL, 's'},
+	    {"mode", required_argument, NULL, 'm'},
+	    {"message", required_argument, NULL, 'M'},
+	    {"report", required_argument, NULL, 'R'},
+	    {"max-size-mb", required_argument, NULL, 'S'},
+	    {NULL, 0, NULL, 0},
 	};
-	const char *delete_mode = NULL, *mode = NULL, *message = NULL, *report = NULL, *maxsz = NULL;
+	const char *delete_mode = NULL, *mode = NULL, *message = NULL, *report = NULL,
+		   *maxsz = NULL;
 	bool recursive = false, force = false, symbolic = false;
 	optind = 0;
 	opterr = 0;
@@ -774,16 +791,16 @@ int cli_client(int argc, char **argv)
 		const char *name, *command, *op;
 		int nargs;
 	} const table[] = {
-		{"delete", "HostFileOperation", "delete", 1},
-		{"mkdir", "HostFileOperation", "mkdir", 1},
-		{"rename", "HostFileOperation", "rename", 2},
-		{"copy", "HostFileOperation", "copy", 2},
-		{"chmod", "HostFileOperation", "chmod", 2},
-		{"link", "HostFileOperation", "link", 2},
-		{"touch", "HostFileOperation", "touch", 1},
-		{"modify-backup", "ModifyBackup", NULL, 1},
-		{"enable-backup", "EnableModifyBackup", NULL, 0},
-		{"commit-backup", "CommitModifyBackup", NULL, 0},
+	    {"delete", "HostFileOperation", "delete", 1},
+	    {"mkdir", "HostFileOperation", "mkdir", 1},
+	    {"rename", "HostFileOperation", "rename", 2},
+	    {"copy", "HostFileOperation", "copy", 2},
+	    {"chmod", "HostFileOperation", "chmod", 2},
+	    {"link", "HostFileOperation", "link", 2},
+	    {"touch", "HostFileOperation", "touch", 1},
+	    {"modify-backup", "ModifyBackup", NULL, 1},
+	    {"enable-backup", "EnableModifyBackup", NULL, 0},
+	    {"commit-backup", "CommitModifyBackup", NULL, 0},
 	};
 	size_t t = 0;
 	while (t < ELEMENTSOF(table) && strcmp(table[t].name, cmd))
@@ -854,7 +871,8 @@ static int trash_find(const char *arg, struct trash_entry *v, size_t n)
 int cli_trash(int argc, char **argv)
 {
 	if (argc < 2) {
-		fputs("Usage: brokered trash list [--json] | restore [--to PATH] PATH|NAME... | empty\n",
+		fputs("Usage: brokered trash list [--json] | restore [--to PATH] PATH|NAME... | "
+		      "empty\n",
 		      stderr);
 		return 2;
 	}
@@ -906,7 +924,8 @@ int cli_trash(int argc, char **argv)
 			_cleanup_free_ char *dest = to ? abs_path(to) : NULL;
 			r = trash_restore(&v[k], dest);
 			if (r < 0) {
-				log_error_errno(r, "Failed to restore \"%s\": %m", v[k].original_path);
+				log_error_errno(r, "Failed to restore \"%s\": %m",
+						v[k].original_path);
 				ret = 1;
 				continue;
 			}

@@ -53,9 +53,9 @@ static const struct {
 	const char *name;
 	int flag;
 } open_flag_names[] = {
-	{"rdonly", O_RDONLY},	  {"wronly", O_WRONLY}, {"rdwr", O_RDWR},	  {"creat", O_CREAT},
-	{"excl", O_EXCL},	  {"trunc", O_TRUNC},	{"append", O_APPEND},	  {"nofollow", O_NOFOLLOW},
-	{"nonblock", O_NONBLOCK}, {"sync", O_SYNC},	{"dsync", O_DSYNC},	  {"cloexec", O_CLOEXEC},
+    {"rdonly", O_RDONLY},     {"wronly", O_WRONLY}, {"rdwr", O_RDWR},	  {"creat", O_CREAT},
+    {"excl", O_EXCL},	      {"trunc", O_TRUNC},   {"append", O_APPEND}, {"nofollow", O_NOFOLLOW},
+    {"nonblock", O_NONBLOCK}, {"sync", O_SYNC},	    {"dsync", O_DSYNC},	  {"cloexec", O_CLOEXEC},
 };
 
 #define TOKEN_FLAGS_ALLOWED                                                                        \
@@ -201,9 +201,9 @@ const char *ipc_token_answer_line(enum ipc_token_answer a)
 /* ---- JSON ---- */
 
 static const char *const op_names[] = {
-	[IPC_OP_NONE] = "",	     [IPC_OP_DELETE] = "delete", [IPC_OP_MKDIR] = "mkdir",
-	[IPC_OP_RENAME] = "rename", [IPC_OP_COPY] = "copy",	 [IPC_OP_CHMOD] = "chmod",
-	[IPC_OP_LINK] = "link",	     [IPC_OP_TOUCH] = "touch",
+    [IPC_OP_NONE] = "",		[IPC_OP_DELETE] = "delete", [IPC_OP_MKDIR] = "mkdir",
+    [IPC_OP_RENAME] = "rename", [IPC_OP_COPY] = "copy",	    [IPC_OP_CHMOD] = "chmod",
+    [IPC_OP_LINK] = "link",	[IPC_OP_TOUCH] = "touch",
 };
 
 const char *ipc_operation_name(enum ipc_operation op)
@@ -212,11 +212,11 @@ const char *ipc_operation_name(enum ipc_operation op)
 }
 
 static const char *const cmd_names[] = {
-	[IPC_CMD_INVALID] = "",
-	[IPC_CMD_HOST_FILE_OPERATION] = "HostFileOperation",
-	[IPC_CMD_ENABLE_MODIFY_BACKUP] = "EnableModifyBackup",
-	[IPC_CMD_MODIFY_BACKUP] = "ModifyBackup",
-	[IPC_CMD_COMMIT_MODIFY_BACKUP] = "CommitModifyBackup",
+    [IPC_CMD_INVALID] = "",
+    [IPC_CMD_HOST_FILE_OPERATION] = "HostFileOperation",
+    [IPC_CMD_ENABLE_MODIFY_BACKUP] = "EnableModifyBackup",
+    [IPC_CMD_MODIFY_BACKUP] = "ModifyBackup",
+    [IPC_CMD_COMMIT_MODIFY_BACKUP] = "CommitModifyBackup",
 };
 
 const char *ipc_command_name(enum ipc_command c)
@@ -289,9 +289,9 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 	if (n > IPC_LINE_MAX)
 		return fail(ret_reason, "line too long", -E2BIG);
 	struct json_limits lim = {
-		.max_depth = IPC_JSON_DEPTH,
-		.max_size = IPC_LINE_MAX,
-		.flags = JSON_ALLOW_RAW_BYTES,
+	    .max_depth = IPC_JSON_DEPTH,
+	    .max_size = IPC_LINE_MAX,
+	    .flags = JSON_ALLOW_RAW_BYTES,
 	};
 	_cleanup_json_ struct json_value *v = NULL;
 	struct json_error jerr = {0};
@@ -299,7 +299,8 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 	if (r == -ELOOP)
 		return fail(ret_reason, "JSON nested too deeply", r);
 	if (r < 0)
-		return fail(ret_reason, jerr.reason ? jerr.reason : "malformed JSON", r == -ENOMEM ? r : -EINVAL);
+		return fail(ret_reason, jerr.reason ? jerr.reason : "malformed JSON",
+			    r == -ENOMEM ? r : -EINVAL);
 	if (json_type(v) != JSON_OBJECT)
 		return fail(ret_reason, "request is not a JSON object", -EINVAL);
 
@@ -349,7 +350,8 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 	if ((r = get_str(v, "sessionId", IPC_ID_MAX, &ret->session)) < 0 ||
 	    (r = get_str(v, "toolCallId", IPC_ID_MAX, &ret->tool_call)) < 0 ||
 	    (r = get_str(v, "brokerTraceId", IPC_ID_MAX, &ret->trace)) < 0)
-		return fail(ret_reason, "sessionId, toolCallId and brokerTraceId must be short strings", r);
+		return fail(ret_reason,
+			    "sessionId, toolCallId and brokerTraceId must be short strings", r);
 	if ((ret->session && !id_ok(ret->session, strlen(ret->session))) ||
 	    (ret->tool_call && !id_ok(ret->tool_call, strlen(ret->tool_call))) ||
 	    (ret->trace && !id_ok(ret->trace, strlen(ret->trace))))
@@ -360,15 +362,15 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 	if ((r = get_str(v, "message", IPC_MESSAGE_MAX, &ret->message)) < 0)
 		return fail(ret_reason, "message must be a string of at most 4096 bytes", r);
 
-	if (get_bool(v, "recursive", &ret->recursive) < 0 || get_bool(v, "force", &ret->force) < 0 ||
-	    get_bool(v, "symbolic", &ret->symbolic) < 0)
+	if (get_bool(v, "recursive", &ret->recursive) < 0 ||
+	    get_bool(v, "force", &ret->force) < 0 || get_bool(v, "symbolic", &ret->symbolic) < 0)
 		return fail(ret_reason, "recursive, force and symbolic must be booleans", -EINVAL);
 
 	bool two = ret->op == IPC_OP_RENAME || ret->op == IPC_OP_COPY || ret->op == IPC_OP_LINK;
 	if (two) {
 		/* A symbolic link's content is any non-empty string ("../x" included). */
 		int (*from)(const struct json_value *, const char *, char **) =
-			ret->op == IPC_OP_LINK && ret->symbolic ? get_target : get_path;
+		    ret->op == IPC_OP_LINK && ret->symbolic ? get_target : get_path;
 		if ((r = from(v, "from", &ret->path)) < 0)
 			return fail(ret_reason, "from must be an absolute path", r);
 		if (r == 0 && (r = from(v, "path", &ret->path)) < 0)
@@ -393,7 +395,8 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 		else if (!strcmp(dm, "unlink"))
 			ret->delete_mode = IPC_DELETE_UNLINK;
 		else
-			return fail(ret_reason, "deleteMode must be \"trash\" or \"unlink\"", -EINVAL);
+			return fail(ret_reason, "deleteMode must be \"trash\" or \"unlink\"",
+				    -EINVAL);
 	}
 	if ((r = get_path(v, "safeDeleteReportPath", &ret->report_path)) < 0)
 		return fail(ret_reason, "safeDeleteReportPath must be an absolute path", r);
@@ -406,7 +409,8 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 		const char *s = json_get_string(mv, &len);
 		if (s) {
 			if (parse_mode(s, &um) < 0)
-				return fail(ret_reason, "mode must be octal, at most 07777", -EINVAL);
+				return fail(ret_reason, "mode must be octal, at most 07777",
+					    -EINVAL);
 			m = um;
 		} else if (json_get_int64(mv, &m) < 0 || m < 0 || m > 07777) {
 			return fail(ret_reason, "mode must be octal, at most 07777", -EINVAL);

@@ -29,9 +29,9 @@
  *
  * "command" may be left out when "operation" is given (HostFileOperation). rename/copy/link take
  * "from" and "to" ("path" is accepted for "from"); the others take "path". Every path must be
- * absolute (but a symbolic link's content, which is kept as written): a client's cwd is not the broker's, and guessing it from /proc/PID/cwd would let a
- * peer's chdir race change what a request means. "id" may be a string or an integer; it is echoed
- * back as a string.
+ * absolute (but a symbolic link's content, which is kept as written): a client's cwd is not the
+ * broker's, and guessing it from /proc/PID/cwd would let a peer's chdir race change what a request
+ * means. "id" may be a string or an integer; it is echoed back as a string.
  */
 #pragma once
 
@@ -41,12 +41,12 @@
 
 #include "basic/strbuf.h"
 
-#define IPC_LINE_MAX	 (64 * 1024) /* one request line, '\n' excluded */
-#define IPC_JSON_DEPTH	 8
-#define IPC_ID_MAX	 256 /* id, sessionId, toolCallId, brokerTraceId */
-#define IPC_MESSAGE_MAX	 4096
-#define IPC_CLASS_READ	 "com.workbuddy.sandbox.read"
-#define IPC_CLASS_WRITE	 "com.workbuddy.sandbox.read-write"
+#define IPC_LINE_MAX	(64 * 1024) /* one request line, '\n' excluded */
+#define IPC_JSON_DEPTH	8
+#define IPC_ID_MAX	256 /* id, sessionId, toolCallId, brokerTraceId */
+#define IPC_MESSAGE_MAX 4096
+#define IPC_CLASS_READ	"com.workbuddy.sandbox.read"
+#define IPC_CLASS_WRITE "com.workbuddy.sandbox.read-write"
 
 /* Which protocol a line speaks: JSON if its first non-blank byte is '{'. */
 bool ipc_line_is_json(const char *line, size_t n);
@@ -141,8 +141,8 @@ struct ipc_json_resp {
 	const char *path, *normalised_path;
 	const char *decision; /* grant-token, host-op, sandbox, deny; NULL: left out */
 	const char *to, *normalised_to;
-	const char *error; /* when !ok */
-	const char *turn;  /* Enable/CommitModifyBackup: the turn id */
+	const char *error;  /* when !ok */
+	const char *turn;   /* Enable/CommitModifyBackup: the turn id */
 	const char *backup; /* ModifyBackup and host ops: what the store did */
 };
 /* One JSON object and '\n'. */

@@ -19,11 +19,11 @@
 #include "ipc-proto.h"
 #include "store.h"
 
-#define ACCEPT_BATCH 64 /* connections accepted per round, so that serving is not starved */
-#define READ_CHUNK   65536
-#define OUT_MSGS_MAX 4096 /* queued answers per connection (a hard stop; see PENDING_MAX) */
-#define PENDING_MAX  64	  /* unsent answers after which a connection's requests wait */
-#define ACCEPT_PAUSE_MS 100 /* out of fds: stop accepting for a moment instead of spinning */
+#define ACCEPT_BATCH	64 /* connections accepted per round, so that serving is not starved */
+#define READ_CHUNK	65536
+#define OUT_MSGS_MAX	4096 /* queued answers per connection (a hard stop; see PENDING_MAX) */
+#define PENDING_MAX	64   /* unsent answers after which a connection's requests wait */
+#define ACCEPT_PAUSE_MS 100  /* out of fds: stop accepting for a moment instead of spinning */
 
 struct out_msg {
 	char *data;
@@ -82,8 +82,8 @@ int ipc_socket_dir(const char *session_id, char **ret)
 	const char *rt = getenv("XDG_RUNTIME_DIR");
 	struct strbuf sb = STRBUF_INIT;
 	struct stat st;
-	if (rt && rt[0] == '/' && stat(rt, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid() &&
-	    access(rt, W_OK) == 0)
+	if (rt && rt[0] == '/' && stat(rt, &st) == 0 && S_ISDIR(st.st_mode) &&
+	    st.st_uid == getuid() && access(rt, W_OK) == 0)
 		strbuf_printf(&sb, "%s/brokered/%s", rt, session_id);
 	else
 		strbuf_printf(&sb, "/tmp/brokered-%u/%s", (unsigned)getuid(), session_id);
@@ -398,13 +398,13 @@ static void audit_refusal(struct ipc_server *s, const struct conn *c, const char
 	for (const char *p = reason; *p; p++) /* static reasons: spaces only need escaping */
 		strbuf_appends(&extra, *p == ' ' ? "\\x20" : (char[2]){*p, 0});
 	struct audit_record rec = {
-		.phase = "ipc-error",
-		.op = "-",
-		.path = path,
-		.decision = "deny",
-		.result = "EINVAL",
-		.extra = extra.oom ? NULL : extra.buf,
-		.pid = c->pid,
+	    .phase = "ipc-error",
+	    .op = "-",
+	    .path = path,
+	    .decision = "deny",
+	    .result = "EINVAL",
+	    .extra = extra.oom ? NULL : extra.buf,
+	    .pid = c->pid,
 	};
 	audit_log(s->audit, &rec);
 	strbuf_free(&extra);
@@ -570,19 +570,19 @@ static void serve_json(struct ipc_server *s, struct conn *c, const char *line, s
 	case IPC_CMD_MODIFY_BACKUP:
 	case IPC_CMD_HOST_FILE_OPERATION: {
 		struct broker_host_op op = {
-			.kind = q.command == IPC_CMD_MODIFY_BACKUP ? BROKER_HOST_MODIFY_BACKUP
-								    : host_kind(q.op),
-			.path = q.path,
-			.to = q.to,
-			.recursive = q.recursive,
-			.force = q.force,
-			.symbolic = q.symbolic,
-			.delete_mode = q.delete_mode == IPC_DELETE_TRASH    ? BROKER_DELETE_TRASH
-				       : q.delete_mode == IPC_DELETE_UNLINK ? BROKER_DELETE_UNLINK
-									    : BROKER_DELETE_DEFAULT,
-			.has_mode = q.has_mode,
-			.mode = (mode_t)q.mode,
-			.report_path = q.report_path,
+		    .kind = q.command == IPC_CMD_MODIFY_BACKUP ? BROKER_HOST_MODIFY_BACKUP
+							       : host_kind(q.op),
+		    .path = q.path,
+		    .to = q.to,
+		    .recursive = q.recursive,
+		    .force = q.force,
+		    .symbolic = q.symbolic,
+		    .delete_mode = q.delete_mode == IPC_DELETE_TRASH	? BROKER_DELETE_TRASH
+				   : q.delete_mode == IPC_DELETE_UNLINK ? BROKER_DELETE_UNLINK
+									: BROKER_DELETE_DEFAULT,
+		    .has_mode = q.has_mode,
+		    .mode = (mode_t)q.mode,
+		    .report_path = q.report_path,
 		};
 		broker_ipc_host_op(s->broker, &ctx, &op, &res);
 		resp.ok = res.error >= 0;
@@ -740,7 +740,8 @@ static void accept_some(struct ipc_server *s)
 	for (int i = 0; i < ACCEPT_BATCH && s->n_conns < s->max_clients; i++) {
 		int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM)
 				s->accept_paused_until = now_ms() + ACCEPT_PAUSE_MS;
 			return; /* EAGAIN, or a transient error: poll again */
 		}
@@ -867,7 +868,8 @@ void ipc_server_handle(struct ipc_server *s, const struct pollfd *fds, size_t n)
 		bool idle = t >= c->last_ms + s->idle_ms;
 		if (idle && !c->closing && !(c->eof && !c->n_out))
 			s->stats.timeouts++;
-		bool finished = c->closing || (c->eof && !has_line(c) && !c->throttled && !c->n_out);
+		bool finished =
+		    c->closing || (c->eof && !has_line(c) && !c->throttled && !c->n_out);
 		if (idle || finished) {
 			conn_free(c);
 			s->conns[i] = s->conns[--s->n_conns];

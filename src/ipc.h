@@ -31,10 +31,10 @@ struct broker;
 struct ipc_json_req;
 struct ipc_server;
 
-#define IPC_MAX_CLIENTS_DEFAULT 256
-#define IPC_RATE_DEFAULT	2000	  /* requests per second per connection (burst: the same) */
-#define IPC_IDLE_TIMEOUT_DEFAULT 30000	  /* ms without progress before a connection is closed */
-#define IPC_OUT_MAX		(1 << 20) /* queued answer bytes; above it the peer is not read */
+#define IPC_MAX_CLIENTS_DEFAULT	 256
+#define IPC_RATE_DEFAULT	 2000  /* requests per second per connection (burst: the same) */
+#define IPC_IDLE_TIMEOUT_DEFAULT 30000 /* ms without progress before a connection is closed */
+#define IPC_OUT_MAX		 (1 << 20) /* queued answer bytes; above it the peer is not read */
 
 /* EnableModifyBackup / CommitModifyBackup belong to whoever owns the turns (`serve`). */
 struct ipc_session_ops {
@@ -46,11 +46,11 @@ struct ipc_session_ops {
 };
 
 struct ipc_config {
-	const char *socket_path; /* NULL: ipc_default_socket_path(session_id) */
-	const char *session_id;	 /* required: requests naming another session are refused */
-	struct audit *audit;	 /* where refusals of malformed requests go; may be NULL */
-	unsigned max_clients;	 /* 0: IPC_MAX_CLIENTS_DEFAULT */
-	unsigned rate;		 /* 0: IPC_RATE_DEFAULT */
+	const char *socket_path;  /* NULL: ipc_default_socket_path(session_id) */
+	const char *session_id;	  /* required: requests naming another session are refused */
+	struct audit *audit;	  /* where refusals of malformed requests go; may be NULL */
+	unsigned max_clients;	  /* 0: IPC_MAX_CLIENTS_DEFAULT */
+	unsigned rate;		  /* 0: IPC_RATE_DEFAULT */
 	unsigned idle_timeout_ms; /* 0: IPC_IDLE_TIMEOUT_DEFAULT */
 	/* NULL members: EnableModifyBackup answers with the broker's current turn, and
 	 * CommitModifyBackup is refused (`run` commits its own turn when its command ends). */

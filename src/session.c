@@ -63,7 +63,7 @@ int session_open(const struct session_options *o, struct session **ret, char **r
 			      o->settings, &serr);
 	if (r < 0) {
 		r = set_error(ret_error, 0, "Failed to load settings: %s",
-				  serr.message ? serr.message : "invalid");
+			      serr.message ? serr.message : "invalid");
 		settings_error_done(&serr);
 		goto fail;
 	}
@@ -90,7 +90,7 @@ int session_open(const struct session_options *o, struct session **ret, char **r
 		       &perr);
 	if (r < 0) {
 		r = set_error(ret_error, 0, "Failed to build the policy: %s",
-				  perr.message ? perr.message : "invalid");
+			      perr.message ? perr.message : "invalid");
 		policy_error_done(&perr);
 		goto fail;
 	}
@@ -114,7 +114,8 @@ int session_open(const struct session_options *o, struct session **ret, char **r
 	}
 	struct strbuf ap = STRBUF_INIT;
 	strbuf_printf(&ap, "%s/audit.log", store_session_dir(s->store));
-	r = ap.oom ? -ENOMEM : audit_open(ap.buf, s->id, o->tool_call ? o->tool_call : "serve", &s->audit);
+	r = ap.oom ? -ENOMEM
+		   : audit_open(ap.buf, s->id, o->tool_call ? o->tool_call : "serve", &s->audit);
 	if (r < 0) {
 		set_error(ret_error, r, "Failed to open the audit log \"%s\"", ap.buf);
 		strbuf_free(&ap);
@@ -122,12 +123,12 @@ int session_open(const struct session_options *o, struct session **ret, char **r
 	}
 	strbuf_free(&ap);
 	struct broker_config bc = {
-		.workspace = s->workspace,
-		.scratch = o->scratch,
-		.state_dir = s->state_dir,
-		.home = s->home,
-		.backup_enabled = s->settings->backup_enabled,
-		.kernel_enforces = false, /* no sandbox here: the broker performs everything */
+	    .workspace = s->workspace,
+	    .scratch = o->scratch,
+	    .state_dir = s->state_dir,
+	    .home = s->home,
+	    .backup_enabled = s->settings->backup_enabled,
+	    .kernel_enforces = false, /* no sandbox here: the broker performs everything */
 	};
 	if ((r = broker_new(&bc, s->audit, NULL, &s->broker)) < 0) {
 		set_error(ret_error, r, "Failed to start the broker");
@@ -146,10 +147,10 @@ int session_ensure_turn(struct session *s, const char *message)
 	if (s->turn)
 		return 0;
 	struct store_options so = {
-		.enabled = s->settings->backup_enabled,
-		.max_size_bytes = s->settings->backup_max_size_mb * 1024 * 1024,
-		.deny_oversize = s->settings->backup_deny_oversize,
-		.sync = true,
+	    .enabled = s->settings->backup_enabled,
+	    .max_size_bytes = s->settings->backup_max_size_mb * 1024 * 1024,
+	    .deny_oversize = s->settings->backup_deny_oversize,
+	    .sync = true,
 	};
 	int r = store_turn_join_or_begin(s->store, &so, "serve", message, &s->turn, &s->turn_owned);
 	if (r < 0)

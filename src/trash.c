@@ -15,10 +15,10 @@
 #include "basic/macro.h"
 #include "basic/path-util.h"
 
-#define TRASHINFO_MAX	(64 * 1024)
-#define TRASH_NAME_MAX	200 /* leaves room for ".NNNN" and ".trashinfo" within NAME_MAX */
-#define TRASH_LIST_MAX	100000
-#define TRASH_DIRS_MAX	256
+#define TRASHINFO_MAX  (64 * 1024)
+#define TRASH_NAME_MAX 200 /* leaves room for ".NNNN" and ".trashinfo" within NAME_MAX */
+#define TRASH_LIST_MAX 100000
+#define TRASH_DIRS_MAX 256
 
 /* ---- format ---- */
 
@@ -266,7 +266,8 @@ static int pick_trash(const char *real_path, dev_t dev, struct trash_target *t)
 	}
 	free(t->dir);
 	t->dir = NULL;
-	/* Another file system: $topdir/.Trash/$uid (admin-made, sticky), else $topdir/.Trash-$uid. */
+	/* Another file system: $topdir/.Trash/$uid (admin-made, sticky), else $topdir/.Trash-$uid.
+	 */
 	r = find_topdir(real_path, dev, &t->topdir);
 	if (r < 0)
 		return -EXDEV;
@@ -330,14 +331,16 @@ int trash_put_at(int parent_fd, const char *name, const char *real_path, char **
 			snprintf(cand, sizeof cand, "%s.%08lx", base, (unsigned long)random());
 		snprintf(infoname, sizeof infoname, "%s.trashinfo", cand);
 		/* Creating the info file with O_EXCL is what claims the name (the spec's lock). */
-		int fd = openat(t.info_fd, infoname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-				0600);
+		int fd = openat(t.info_fd, infoname,
+				O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0) {
 			r = errno == EEXIST ? -EEXIST : negative_errno();
 			continue;
 		}
 		ssize_t k = write(fd, info.buf, info.len);
-		int w = k == (ssize_t)info.len && fsync(fd) == 0 ? 0 : (k < 0 ? negative_errno() : -EIO);
+		int w = k == (ssize_t)info.len && fsync(fd) == 0
+			    ? 0
+			    : (k < 0 ? negative_errno() : -EIO);
 		close(fd);
 		if (w < 0) {
 			(void)unlinkat(t.info_fd, infoname, 0);
@@ -463,7 +466,8 @@ static int list_one(const char *dir, const char *top, struct trash_entry **v, si
 	int ifd = sb.oom ? -1 : open(sb.buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	strbuf_reset(&sb);
 	strbuf_printf(&sb, "%s/files", dir);
-	_cleanup_close_ int ffd = sb.oom ? -1 : open(sb.buf, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int ffd =
+	    sb.oom ? -1 : open(sb.buf, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	strbuf_free(&sb);
 	if (ifd < 0)
 		return 0;
@@ -501,7 +505,8 @@ static int list_one(const char *dir, const char *top, struct trash_entry **v, si
 		e.name = strndup(de->d_name, len - 10);
 		e.trash_dir = strdup(dir);
 		struct stat st;
-		e.in_files = ffd >= 0 && e.name && fstatat(ffd, e.name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+		e.in_files =
+		    ffd >= 0 && e.name && fstatat(ffd, e.name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 		struct trash_entry *nv = realloc(*v, (*n + 1) * sizeof *nv);
 		if (!nv || !e.name || !e.trash_dir || !e.original_path) {
 			free(e.trash_dir);
@@ -661,7 +666,7 @@ int trash_remove(const struct trash_entry *e)
 	struct strbuf sb = STRBUF_INIT;
 	strbuf_printf(&sb, "%s/files", e->trash_dir);
 	_cleanup_close_ int ffd =
-		sb.oom ? -1 : open(sb.buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	    sb.oom ? -1 : open(sb.buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	strbuf_free(&sb);
 	_cleanup_close_ int ifd = open_sub(e->trash_dir, "info");
 	if (ifd < 0)

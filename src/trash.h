@@ -3,12 +3,11 @@
  * The freedesktop.org Trash specification (1.0), so that files the broker trashes show up in
  * `gio trash --list`, `trash-list`, file managers, and come back with any of them.
  *
- *   home trash      $XDG_DATA_HOME/Trash (default ~/.local/share/Trash), for files on its file system
- *   other volumes   $topdir/.Trash/$uid when $topdir/.Trash is a sticky directory (not a symlink),
- *                   else $topdir/.Trash-$uid (created 0700); $topdir is the file system's top
- *   each trash      files/NAME (the file itself, moved with rename(2): no copy, nothing is lost on
- *                   a crash) and info/NAME.trashinfo, written first with O_EXCL (that claims NAME):
- *                     [Trash Info]
+ *   home trash      $XDG_DATA_HOME/Trash (default ~/.local/share/Trash), for files on its file
+ * system other volumes   $topdir/.Trash/$uid when $topdir/.Trash is a sticky directory (not a
+ * symlink), else $topdir/.Trash-$uid (created 0700); $topdir is the file system's top each trash
+ * files/NAME (the file itself, moved with rename(2): no copy, nothing is lost on a crash) and
+ * info/NAME.trashinfo, written first with O_EXCL (that claims NAME): [Trash Info]
  *                     Path=<percent-encoded path: absolute in the home trash, relative to $topdir
  *                           in a volume trash>
  *                     DeletionDate=YYYY-MM-DDThh:mm:ss (local time)

@@ -40,7 +40,8 @@ static void token_bad(const char *line, size_t n, int want)
 
 static void tokens(void)
 {
-	token_ok("com.workbuddy.sandbox.read\t/etc/hosts\tS\tT", false, "/etc/hosts", O_RDONLY, 0666);
+	token_ok("com.workbuddy.sandbox.read\t/etc/hosts\tS\tT", false, "/etc/hosts", O_RDONLY,
+		 0666);
 	token_ok("com.workbuddy.sandbox.read-write\t/w/a b\tS\tT", true, "/w/a b", O_RDWR | O_CREAT,
 		 0666);
 	token_ok("brokered.read-write\t/w/f\tS\t\twronly|trunc|creat\t0600", true, "/w/f",
@@ -125,38 +126,43 @@ static void jsons(void)
 	is_str(r.report_path, "/r", "  report path");
 	ipc_json_req_done(&r);
 
-	ok(json("{\"operation\":\"delete\",\"path\":\"/w/\xff\xfe\",\"sessionId\":\"S\"}", &r, &why) ==
-		   0,
+	ok(json("{\"operation\":\"delete\",\"path\":\"/w/\xff\xfe\",\"sessionId\":\"S\"}", &r,
+		&why) == 0,
 	   "raw non-UTF-8 bytes in a path are accepted");
 	is_str(r.path, "/w/\xff\xfe", "  bytes kept");
 	ipc_json_req_done(&r);
 
-	ok(json("{\"operation\":\"chmod\",\"path\":\"/x\",\"mode\":\"0640\",\"sessionId\":\"S\"}", &r,
-		&why) == 0 && r.has_mode && r.mode == 0640,
+	ok(json("{\"operation\":\"chmod\",\"path\":\"/x\",\"mode\":\"0640\",\"sessionId\":\"S\"}",
+		&r, &why) == 0 &&
+	       r.has_mode && r.mode == 0640,
 	   "chmod with an octal string mode");
 	ipc_json_req_done(&r);
 	ok(json("{\"operation\":\"mkdir\",\"path\":\"/x\",\"mode\":493,\"recursive\":true,"
 		"\"sessionId\":\"S\"}",
-		&r, &why) == 0 && r.mode == 0755 && r.recursive,
+		&r, &why) == 0 &&
+	       r.mode == 0755 && r.recursive,
 	   "mkdir with a numeric mode");
 	ipc_json_req_done(&r);
 	ok(json("{\"operation\":\"link\",\"path\":\"/src\",\"to\":\"/dst\",\"symbolic\":true,"
 		"\"sessionId\":\"S\"}",
-		&r, &why) == 0 && r.symbolic && !strcmp(r.path, "/src"),
+		&r, &why) == 0 &&
+	       r.symbolic && !strcmp(r.path, "/src"),
 	   "link takes path for from");
 	ipc_json_req_done(&r);
 	ok(json("{\"command\":\"EnableModifyBackup\",\"sessionId\":\"S\",\"message\":\"m\","
 		"\"maxSizeMB\":5}",
-		&r, &why) == 0 && r.command == IPC_CMD_ENABLE_MODIFY_BACKUP && r.has_max_size_mb &&
-		   r.max_size_mb == 5,
+		&r, &why) == 0 &&
+	       r.command == IPC_CMD_ENABLE_MODIFY_BACKUP && r.has_max_size_mb && r.max_size_mb == 5,
 	   "EnableModifyBackup");
 	ipc_json_req_done(&r);
-	ok(json("{\"command\":\"ModifyBackup\",\"path\":\"/w/f\",\"sessionId\":\"S\"}", &r, &why) == 0 &&
-		   r.command == IPC_CMD_MODIFY_BACKUP,
+	ok(json("{\"command\":\"ModifyBackup\",\"path\":\"/w/f\",\"sessionId\":\"S\"}", &r, &why) ==
+		   0 &&
+	       r.command == IPC_CMD_MODIFY_BACKUP,
 	   "ModifyBackup");
 	ipc_json_req_done(&r);
 	ok(json("{\"command\":\"CommitModifyBackup\",\"sessionId\":\"S\",\"message\":\"done\"}", &r,
-		&why) == 0 && !strcmp(r.message, "done"),
+		&why) == 0 &&
+	       !strcmp(r.message, "done"),
 	   "CommitModifyBackup");
 	ipc_json_req_done(&r);
 
@@ -165,40 +171,66 @@ static void jsons(void)
 		int err;
 		bool has_id;
 	} bad[] = {
-		{"", -EINVAL, false},
-		{"{", -EINVAL, false},
-		{"[]", -EINVAL, false},
-		{"{\"id\":\"a\",\"operation\":\"delete\",\"path\":\"/x\"}", -EINVAL, true}, /* session */
-		{"{\"id\":\"a\",\"operation\":\"explode\",\"path\":\"/x\",\"sessionId\":\"S\"}", -EPROTO, true},
-		{"{\"id\":\"a\",\"command\":\"Nope\",\"sessionId\":\"S\"}", -EPROTO, true},
-		{"{\"id\":\"a\",\"sessionId\":\"S\"}", -EINVAL, true},
-		{"{\"id\":\"a\",\"operation\":\"delete\",\"path\":\"rel\",\"sessionId\":\"S\"}", -EINVAL, true},
-		{"{\"id\":\"a\",\"operation\":\"delete\",\"sessionId\":\"S\"}", -EINVAL, true},
-		{"{\"id\":\"a\",\"operation\":\"delete\",\"path\":7,\"sessionId\":\"S\"}", -EINVAL, true},
-		{"{\"id\":\"a\",\"operation\":\"rename\",\"from\":\"/x\",\"sessionId\":\"S\"}", -EINVAL, true},
-		{"{\"id\":\"a\",\"operation\":\"chmod\",\"path\":\"/x\",\"sessionId\":\"S\"}", -EINVAL, true},
-		{"{\"id\":\"a\",\"operation\":\"chmod\",\"path\":\"/x\",\"mode\":4096,\"sessionId\":\"S\"}", -EINVAL, true},
-		{"{\"id\":\"a\",\"operation\":\"chmod\",\"path\":\"/x\",\"mode\":\"rwx\",\"sessionId\":\"S\"}", -EINVAL, true},
-		{"{\"id\":\"a\",\"operation\":\"delete\",\"path\":\"/x\",\"deleteMode\":\"burn\",\"sessionId\":\"S\"}", -EINVAL, true},
-		{"{\"id\":\"a\",\"operation\":\"delete\",\"path\":\"/x\",\"recursive\":\"yes\",\"sessionId\":\"S\"}", -EINVAL, true},
-		{"{\"id\":\"a\",\"operation\":\"delete\",\"path\":\"/x\",\"sessionId\":\"S\\u0001\"}", -EINVAL, true},
-		{"{\"id\":\"a\",\"id\":\"b\",\"operation\":\"delete\",\"path\":\"/x\",\"sessionId\":\"S\"}", -EINVAL, false},
-		{"{\"id\":\"a\",\"operation\":\"delete\",\"path\":\"/x\\u0000y\",\"sessionId\":\"S\"}", -EINVAL, false},
-		{"{\"id\":[1],\"operation\":\"delete\",\"path\":\"/x\",\"sessionId\":\"S\"}", -EINVAL, false},
-		{"{\"a\":[[[[[[[[[[1]]]]]]]]]],\"operation\":\"delete\",\"path\":\"/x\",\"sessionId\":\"S\"}", -ELOOP, false},
+	    {"", -EINVAL, false},
+	    {"{", -EINVAL, false},
+	    {"[]", -EINVAL, false},
+	    {"{\"id\":\"a\",\"operation\":\"delete\",\"path\":\"/x\"}", -EINVAL,
+	     true}, /* session */
+	    {"{\"id\":\"a\",\"operation\":\"explode\",\"path\":\"/x\",\"sessionId\":\"S\"}",
+	     -EPROTO, true},
+	    {"{\"id\":\"a\",\"command\":\"Nope\",\"sessionId\":\"S\"}", -EPROTO, true},
+	    {"{\"id\":\"a\",\"sessionId\":\"S\"}", -EINVAL, true},
+	    {"{\"id\":\"a\",\"operation\":\"delete\",\"path\":\"rel\",\"sessionId\":\"S\"}",
+	     -EINVAL, true},
+	    {"{\"id\":\"a\",\"operation\":\"delete\",\"sessionId\":\"S\"}", -EINVAL, true},
+	    {"{\"id\":\"a\",\"operation\":\"delete\",\"path\":7,\"sessionId\":\"S\"}", -EINVAL,
+	     true},
+	    {"{\"id\":\"a\",\"operation\":\"rename\",\"from\":\"/x\",\"sessionId\":\"S\"}", -EINVAL,
+	     true},
+	    {"{\"id\":\"a\",\"operation\":\"chmod\",\"path\":\"/x\",\"sessionId\":\"S\"}", -EINVAL,
+	     true},
+	    {"{\"id\":\"a\",\"operation\":\"chmod\",\"path\":\"/"
+	     "x\",\"mode\":4096,\"sessionId\":\"S\"}",
+	     -EINVAL, true},
+	    {"{\"id\":\"a\",\"operation\":\"chmod\",\"path\":\"/"
+	     "x\",\"mode\":\"rwx\",\"sessionId\":\"S\"}",
+	     -EINVAL, true},
+	    {"{\"id\":\"a\",\"operation\":\"delete\",\"path\":\"/"
+	     "x\",\"deleteMode\":\"burn\",\"sessionId\":\"S\"}",
+	     -EINVAL, true},
+	    {"{\"id\":\"a\",\"operation\":\"delete\",\"path\":\"/"
+	     "x\",\"recursive\":\"yes\",\"sessionId\":\"S\"}",
+	     -EINVAL, true},
+	    {"{\"id\":\"a\",\"operation\":\"delete\",\"path\":\"/x\",\"sessionId\":\"S\\u0001\"}",
+	     -EINVAL, true},
+	    {"{\"id\":\"a\",\"id\":\"b\",\"operation\":\"delete\",\"path\":\"/"
+	     "x\",\"sessionId\":\"S\"}",
+	     -EINVAL, false},
+	    {"{\"id\":\"a\",\"operation\":\"delete\",\"path\":\"/x\\u0000y\",\"sessionId\":\"S\"}",
+	     -EINVAL, false},
+	    {"{\"id\":[1],\"operation\":\"delete\",\"path\":\"/x\",\"sessionId\":\"S\"}", -EINVAL,
+	     false},
+	    {"{\"a\":[[[[[[[[[[1]]]]]]]]]],\"operation\":\"delete\",\"path\":\"/"
+	     "x\",\"sessionId\":\"S\"}",
+	     -ELOOP, false},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		int k = json(bad[i].in, &r, &why);
 		ok(k == bad[i].err && why, "refused (%d, want %d, %s): %.70s", k, bad[i].err,
 		   why ? why : "no reason", bad[i].in);
-		ok(!bad[i].has_id || (r.id && !strcmp(r.id, "a")), "  id kept for the error answer");
+		ok(!bad[i].has_id || (r.id && !strcmp(r.id, "a")),
+		   "  id kept for the error answer");
 		ipc_json_req_done(&r);
 	}
 
 	/* Answers are one line of valid JSON, with bytes that are not UTF-8 kept visible. */
 	struct strbuf sb = STRBUF_INIT;
-	struct ipc_json_resp resp = {.id = "q\n1", .ok = false, .operation = "delete",
-				     .path = "/w/\xff", .decision = "deny", .error = "EACCES"};
+	struct ipc_json_resp resp = {.id = "q\n1",
+				     .ok = false,
+				     .operation = "delete",
+				     .path = "/w/\xff",
+				     .decision = "deny",
+				     .error = "EACCES"};
 	ok(ipc_format_json_resp(&sb, &resp) == 0, "format an answer");
 	ok(sb.len && sb.buf[sb.len - 1] == '\n' && !memchr(sb.buf, '\n', sb.len - 1), "  one line");
 	struct json_value *v = NULL;

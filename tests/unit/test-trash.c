@@ -30,7 +30,7 @@ static void format(void)
 
 	ok(trash_info_format("/w/a b", 0, &sb) == 0, "info format");
 	ok(strncmp(sb.buf, "[Trash Info]\nPath=/w/a%20b\nDeletionDate=", 40) == 0 &&
-		   sb.buf[sb.len - 1] == '\n' && sb.len == 40 + 19 + 1,
+	       sb.buf[sb.len - 1] == '\n' && sb.len == 40 + 19 + 1,
 	   "  layout");
 	char *p = NULL, *d = NULL;
 	ok(trash_info_parse(sb.buf, sb.len, &p, &d) == 0, "round trip");
@@ -40,7 +40,8 @@ static void format(void)
 	free(d);
 	strbuf_free(&sb);
 
-	const char *other = "# x\n[Desktop Entry]\nPath=/wrong\n[Trash Info]\r\nDeletionDate=2020-01-01T00:00:00\r\nPath=rel/x%41\r\n";
+	const char *other = "# x\n[Desktop Entry]\nPath=/wrong\n[Trash "
+			    "Info]\r\nDeletionDate=2020-01-01T00:00:00\r\nPath=rel/x%41\r\n";
 	ok(trash_info_parse(other, strlen(other), &p, &d) == 0, "parse: other groups, CRLF");
 	is_str(p, "rel/xA", "  path of the [Trash Info] group only");
 	is_str(d, "2020-01-01T00:00:00", "  date");
@@ -124,7 +125,8 @@ static void live(void)
 	struct strbuf enc = STRBUF_INIT;
 	trash_path_encode(f, &enc);
 	snprintf(expect, sizeof expect, "[Trash Info]\nPath=%s\nDeletionDate=", enc.buf);
-	ok(txt && strncmp(txt, expect, strlen(expect)) == 0, "  .trashinfo with the encoded absolute path");
+	ok(txt && strncmp(txt, expect, strlen(expect)) == 0,
+	   "  .trashinfo with the encoded absolute path");
 	strbuf_free(&enc);
 	free(trashed);
 	struct stat st;
