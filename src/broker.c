@@ -1149,6 +1149,17 @@ static int do_meta(struct broker *b, const struct broker_req *q, struct broker_r
 	return 0;
 }
 
+void broker_audit_invalid(struct broker *b, const struct broker_req *q, int err)
+{
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	struct op_log l = {.phase = "notify-invalid", .path = q->path ? q->path : q->path2,
+			   .decision = DECIDE_DENY, .reason = "invalid-arguments"};
+	b->stats.requests++;
+	b->stats.denied++;
+	log_op(b, q, &l, err, &t0);
+}
+
 void broker_handle(struct broker *b, const struct broker_req *q, struct broker_resp *resp)
 {
 	struct timespec t0;

@@ -107,6 +107,8 @@ void broker_free(struct broker *b);
 /* The policy to use (NULL: the built-in default). Borrowed. */
 void broker_set_policy(struct broker *b, const struct policy *p);
 void broker_handle(struct broker *b, const struct broker_req *req, struct broker_resp *resp);
+/* Audit a request refused before it reached the broker (unreadable or invalid arguments). */
+void broker_audit_invalid(struct broker *b, const struct broker_req *req, int err);
 /* Called after a BROKER_RESP_FD response could not be delivered. */
 void broker_undo_creation(struct broker *b, struct broker_resp *resp);
 void broker_resp_done(struct broker_resp *resp);

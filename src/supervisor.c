@@ -581,6 +581,8 @@ int supervisor_handle_one(struct supervisor *s)
 		return 0;
 	}
 	if (r < 0) {
+		if (q.syscall_name)
+			broker_audit_invalid(s->broker, &q, r);
 		respond(s, id, 0, r, 0);
 		return 0;
 	}
