@@ -196,6 +196,39 @@ wait "$other"
 is $? 0 "that serve exits 0"
 check "  and removed its socket and directory" -- test ! -e "$(dirname "$def")"
 
+# SO_PEERCRED: a peer of another uid is refused even where file permissions would let it in
+# (root can connect to anyone's socket). Needs root and the unprivileged test user.
+tu=${BROKERED_TEST_USER:-brokered-test}
+if [ "$(id -u)" -eq 0 ] && id "$tu" >/dev/null 2>&1 && command -v runuser >/dev/null 2>&1; then
+	ud="$TEST_DIR/user"
+	mkdir -p "$ud/ws" "$ud/state" "$ud/run"
+	printf 'mine\n' >"$ud/ws/f"
+	chown -R "$tu" "$ud"
+	chmod 755 "$TEST_DIR"
+	runuser -u "$tu" -- env XDG_STATE_HOME="$ud/state" XDG_CONFIG_HOME="$ud/state" HOME="$ud" \
+		"$BROKERED" serve --session peer --workspace "$ud/ws" --socket "$ud/run/s.sock" \
+		>"$ud/out" 2>"$ud/err" &
+	upid=$!
+	for i in $(seq 100); do [ -S "$ud/run/s.sock" ] && break; sleep 0.1; done
+	res=$(python3 - "$ud/run/s.sock" "$ud/ws/f" <<'EOF2'
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX); s.settimeout(5); s.connect(sys.argv[1])
+try:
+    s.sendall((json.dumps({"id": "x", "operation": "delete", "path": sys.argv[2], "sessionId": "peer"}) + "\n").encode())
+    print("answer" if s.recv(100) else "closed")
+except (ConnectionResetError, BrokenPipeError):
+    print("closed")
+EOF2
+)
+	is "$res" closed "a peer of another uid (root) is closed without an answer"
+	is "$(cat "$ud/ws/f" 2>/dev/null)" mine "  and its request did nothing"
+	kill -TERM "$upid"
+	wait "$upid"
+	check "  the user's serve logged the refusal" -- grep -q "reason=peer\\\\x20of\\\\x20another\\\\x20uid" "$ud/state/brokered/sessions/peer/audit.log"
+else
+	skip "a peer of another uid is refused (SO_PEERCRED)" "needs root and the user $tu"
+fi
+
 stop_serve
 is "$SERVE_STATUS" 0 "serve exits 0 on SIGTERM"
 done_testing
