@@ -8,7 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "basic/strbuf.h"
+#include "broker.h"
+#include "policy.h"
+#include "store.h"
 #include "trash.h"
 #include "tap.h"
 
@@ -184,9 +188,112 @@ static void live(void)
 	(void)!system(cmd);
 }
 
+/* Intercepted deletes with the broker's delete mode set to trash: the seccomp door's unlink goes
+ * to the trash, with its pre-image in the store; rmdir and the scratch dir keep their semantics. */
+static void intercepted(void)
+{
+	char tmpl[] = "/tmp/test-trash-broker.XXXXXX";
+	char *top = mkdtemp(tmpl);
+	if (!ok(top != NULL, "temp dir"))
+		return;
+	char ws[600], scratch[600], state[600], data[600], f[700], e[700], p[800];
+	snprintf(ws, sizeof ws, "%s/ws", top);
+	snprintf(scratch, sizeof scratch, "%s/scratch", top);
+	snprintf(state, sizeof state, "%s/state", top);
+	snprintf(data, sizeof data, "%s/data", top);
+	mkdir(ws, 0755);
+	mkdir(scratch, 0755);
+	mkdir(state, 0700);
+	setenv("XDG_DATA_HOME", data, 1);
+	snprintf(f, sizeof f, "%s/victim", ws);
+	snprintf(e, sizeof e, "%s/emptydir", ws);
+	write_file(f, "precious");
+	mkdir(e, 0755);
+
+	struct policy *pol = NULL;
+	struct store *st = NULL;
+	struct store_turn *turn = NULL;
+	struct audit *au = NULL;
+	struct broker *b = NULL;
+	bool owned = false;
+	struct store_options so = {.enabled = true, .max_size_bytes = 1 << 20};
+	snprintf(p, sizeof p, "%s/audit.log", state);
+	int r = policy_new(NULL, ws, scratch, NULL, state, &pol, NULL);
+	if (r >= 0)
+		r = store_open(state, "sess", &st);
+	if (r >= 0)
+		r = store_turn_join_or_begin(st, &so, "tc", "m", &turn, &owned);
+	if (r >= 0)
+		r = audit_open(p, "sess", "tc", &au);
+	struct broker_config cfg = {.workspace = ws,
+				    .scratch = scratch,
+				    .state_dir = state,
+				    .backup_enabled = true,
+				    .kernel_enforces = true};
+	if (r >= 0)
+		r = broker_new(&cfg, au, turn, &b);
+	if (!ok(r >= 0, "broker with policy, store and audit (%d)", r))
+		goto out;
+	broker_set_policy(b, pol);
+	broker_set_delete_mode(b, BROKER_DELETE_TRASH);
+
+	struct broker_req q = {.op = BROKER_OP_UNLINK,
+			       .tid = getpid(),
+			       .syscall_name = "unlink",
+			       .dirfd = AT_FDCWD,
+			       .path = f,
+			       .fd = -1,
+			       .dirfd2 = AT_FDCWD};
+	struct broker_resp resp;
+	broker_handle(b, &q, &resp);
+	ok(resp.kind == BROKER_RESP_VALUE && resp.value == 0, "intercepted unlink succeeds");
+	broker_resp_done(&resp);
+	ok(access(f, F_OK) < 0, "  the file left its place");
+	snprintf(p, sizeof p, "%s/Trash/files/victim", data);
+	is_str(slurp(p), "precious", "  it is in the trash");
+	q.flags = AT_REMOVEDIR;
+	q.path = e;
+	broker_handle(b, &q, &resp);
+	ok(resp.kind == BROKER_RESP_VALUE && resp.value == 0 && access(e, F_OK) < 0,
+	   "intercepted rmdir still removes the empty directory");
+	broker_resp_done(&resp);
+	snprintf(p, sizeof p, "%s/Trash/files/emptydir", data);
+	ok(access(p, F_OK) < 0, "  (not trashed)");
+	const char *id = store_turn_id(turn);
+	char tid[128];
+	snprintf(tid, sizeof tid, "%s", id);
+	is_int(store_turn_commit(turn, "done"), 0, "commit");
+	turn = NULL;
+	struct store_record *recs = NULL;
+	size_t n = 0;
+	bool found = false;
+	if (store_turn_records(st, tid, &recs, &n) >= 0)
+		for (size_t i = 0; i < n; i++)
+			if (!strcmp(recs[i].path, f) && recs[i].kind == STORE_KIND_FILE)
+				found = true;
+	store_records_free(recs, n);
+	ok(found, "  the store holds the trashed file's pre-image");
+	audit_flush(au);
+	snprintf(p, sizeof p, "%s/audit.log", state);
+	char *log = slurp(p);
+	ok(log && strstr(log, "op=unlink") && strstr(log, "backup=saved"),
+	   "  audited with its backup");
+out:
+	broker_free(b);
+	if (turn)
+		store_turn_free(turn);
+	audit_close(au);
+	store_close(st);
+	policy_free(pol);
+	char cmd[700];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", top);
+	(void)!system(cmd);
+}
+
 int main(void)
 {
 	format();
 	live();
+	intercepted();
 	return tap_done();
 }
