@@ -252,6 +252,10 @@ int cli_serve(int argc, char **argv)
 	if ((r = ipc_server_new(&ic, s->broker, &srv)) < 0) {
 		if (r == -EADDRINUSE)
 			log_error("A broker already serves session %s", s->id);
+		else if (r == -EPERM)
+			log_error(
+			    "Failed to listen on the broker socket: its directory must be yours "
+			    "and closed to others (mode 0700)");
 		else
 			log_error_errno(r, "Failed to listen on the broker socket: %m");
 		goto out;

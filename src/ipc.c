@@ -121,7 +121,7 @@ int ipc_run_socket_path(const char *session_id, char **ret)
 	return socket_in_dir(session_id, name, ret);
 }
 
-/* A directory that is ours and closed to others; created (0700, parents too) if missing. */
+/* A directory that is ours and closed to others (0700); created, parents too, if missing. */
 static int private_dir(const char *dir, bool *ret_made)
 {
 	*ret_made = false;
@@ -148,10 +148,10 @@ static int private_dir(const char *dir, bool *ret_made)
 		return negative_errno();
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
-	if (st.st_uid != geteuid())
+	/* Never loosen or tighten a directory we did not make (think --socket /tmp/x.sock as
+	 * root): one that others can enter is refused instead. */
+	if (st.st_uid != geteuid() || (st.st_mode & 077))
 		return -EPERM;
-	if ((st.st_mode & 077) && chmod(dir, 0700) < 0)
-		return negative_errno();
 	return 0;
 }
 

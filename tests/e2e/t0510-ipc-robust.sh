@@ -146,6 +146,14 @@ check "  saying why" -- grep -q "already serves" "$TEST_DIR/second.err"
 brk_client touch "$WS/after-second" >/dev/null 2>&1
 ok $? "  and the first still answers"
 
+# A socket directory that others can enter is refused, and left as it was.
+mkdir -p "$TEST_DIR/open"
+chmod 755 "$TEST_DIR/open"
+"$BROKERED" serve --session "$SID" --workspace "$WS" --socket "$TEST_DIR/open/s.sock" >/dev/null 2>"$TEST_DIR/open.err"
+check "serve refuses a socket directory others can enter" -- test $? -ne 0 -a ! -e "$TEST_DIR/open/s.sock"
+is "$(stat -c %a "$TEST_DIR/open")" 755 "  and does not change its mode"
+check "  saying why" -- grep -q "closed to others" "$TEST_DIR/open.err"
+
 # brokered client: exit statuses.
 brk_client touch "$WS/t1" >/dev/null 2>&1
 is $? 0 "client: done is 0"
@@ -204,12 +212,14 @@ if [ "$(id -u)" -eq 0 ] && id "$tu" >/dev/null 2>&1 && command -v runuser >/dev/
 	mkdir -p "$ud/ws" "$ud/state" "$ud/run"
 	printf 'mine\n' >"$ud/ws/f"
 	chown -R "$tu" "$ud"
+	chmod 700 "$ud/run"
 	chmod 755 "$TEST_DIR"
 	runuser -u "$tu" -- env XDG_STATE_HOME="$ud/state" XDG_CONFIG_HOME="$ud/state" HOME="$ud" \
 		"$BROKERED" serve --session peer --workspace "$ud/ws" --socket "$ud/run/s.sock" \
 		>"$ud/out" 2>"$ud/err" &
 	upid=$!
 	for i in $(seq 100); do [ -S "$ud/run/s.sock" ] && break; sleep 0.1; done
+	check "the unprivileged user's serve is up" -- test -S "$ud/run/s.sock"
 	res=$(python3 - "$ud/run/s.sock" "$ud/ws/f" <<'EOF2'
 import json, socket, sys
 s = socket.socket(socket.AF_UNIX); s.settimeout(5); s.connect(sys.argv[1])
