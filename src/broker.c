@@ -880,6 +880,10 @@ static int do_rename(struct broker *b, const struct broker_req *q, struct broker
 	}
 	if (d2 == DECIDE_BROKER) {
 		unsigned f = exchange && dst.exists && S_ISDIR(dst.st.st_mode) ? STORE_TREE : 0;
+		/* A file renamed over is gone from its name once the rename lands: the store may
+		 * keep the file itself rather than a copy (sed -i, mv over). */
+		if (!exchange && dst.exists && S_ISREG(dst.st.st_mode))
+			f |= STORE_REPLACE;
 		r = broker_before_change(b, dst.parent_fd, dst.name, dst.real, f, NULL, l);
 		if (r < 0)
 			goto out;

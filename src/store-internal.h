@@ -33,6 +33,9 @@ struct store {
 	int session_fd, root_fd, objects_fd, tmp_fd, turns_fd;
 	int lock_fd;
 	dev_t dev; /* file system of the store, for moving consumed files in */
+	/* ext4 and XFS journal metadata in order: an fsync of the manifest also makes every
+	 * earlier rename and link durable, so directories need no fsync of their own. */
+	bool ordered_metadata;
 };
 
 struct path_set {

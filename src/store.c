@@ -16,6 +16,7 @@
 #include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -441,6 +442,11 @@ static int store_open_dirs(struct store *s, const char *state_dir)
 	if (fstat(s->objects_fd, &st) < 0)
 		return negative_errno();
 	s->dev = st.st_dev;
+	struct statfs sf;
+	s->ordered_metadata = fstatfs(s->objects_fd, &sf) == 0 &&
+			      (sf.f_type == 0xEF53 /* ext2/3/4 */ || sf.f_type == 0x58465342 /* XFS */);
+	if (getenv("BROKERED_STORE_FSYNC_DIRS"))
+		s->ordered_metadata = false;
 	s->lock_fd = openat(s->session_fd, "lock", O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (s->lock_fd < 0)
 		return negative_errno();
@@ -1022,6 +1028,51 @@ static int file_move_in(struct store_turn *t, int dirfd, const char *name, const
 	return 0;
 }
 
+/*
+ * The name is about to be replaced by a rename and is the file's only link: keep the file itself,
+ * by a hard link in the store (no copy, no data to flush). Once the rename lands, the store's
+ * link is the only one left.
+ */
+static int file_link_in(struct store_turn *t, int dirfd, const char *name, const struct stat *st,
+			struct store_record *rec)
+{
+	struct store *s = t->store;
+	_cleanup_free_ char *tmp = NULL;
+	int r = store_random_name("ln-", &tmp);
+	if (r < 0)
+		return r;
+	if (linkat(dirfd, name, s->tmp_fd, tmp, 0) < 0)
+		return negative_errno();
+	struct stat st2;
+	_cleanup_close_ int fd = openat(s->tmp_fd, tmp, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st2) < 0)
+		r = negative_errno();
+	else if (!same_file(st, &st2) || !S_ISREG(st2.st_mode) || st2.st_nlink != 2)
+		r = -EAGAIN; /* another name or a swap: fall back to a copy */
+	if (r >= 0)
+		r = store_hash_fd(fd, rec->hash);
+	rec->size = r >= 0 ? (uint64_t)st2.st_size : rec->size;
+	_cleanup_close_ int pfd = -1;
+	bool created = false;
+	if (r >= 0 && (r = object_prefix_dir(t, rec->hash, &pfd)) >= 0 &&
+	    !object_present(pfd, rec->hash + 2, rec->size)) {
+		if (renameat(s->tmp_fd, tmp, pfd, rec->hash + 2) < 0)
+			r = negative_errno();
+		else
+			created = true;
+	}
+	rec->moved = true;
+	if (r >= 0)
+		r = record_append(t, rec);
+	if (r < 0 && created)
+		(void)unlinkat(pfd, rec->hash + 2, 0);
+	if (!created)
+		(void)unlinkat(s->tmp_fd, tmp, 0);
+	if (r >= 0 && created)
+		t->stats.bytes_stored += rec->size;
+	return r;
+}
+
 static int pending_push(struct store_turn *t, int fd, char *tmp, const struct store_record *rec)
 {
 	if (t->n_pending == t->cap_pending) {
@@ -1124,6 +1175,11 @@ static int preimage_file(struct store_turn *t, int dirfd, const char *name, cons
 		if (r >= 0)
 			*consumed = true;
 		if (r != -EXDEV)
+			return r;
+	}
+	if ((flags & STORE_REPLACE) && st->st_nlink == 1 && st->st_dev == t->store->dev) {
+		int r = file_link_in(t, dirfd, name, st, rec);
+		if (r != -EXDEV && r != -EAGAIN && r != -EPERM && r != -EMLINK)
 			return r;
 	}
 	return file_copy_in(t, dirfd, name, st, rec);
@@ -1279,7 +1335,7 @@ int store_sync(struct store_turn *t)
 		memset(t->dirty_prefix, 0, sizeof t->dirty_prefix);
 		return 0;
 	}
-	for (unsigned i = 0; i < 256; i++) {
+	for (unsigned i = 0; i < 256 && !t->store->ordered_metadata; i++) {
 		if (!(t->dirty_prefix[i / 8] & (1u << (i % 8))))
 			continue;
 		char prefix[3];
@@ -1291,7 +1347,8 @@ int store_sync(struct store_turn *t)
 			return r;
 	}
 	memset(t->dirty_prefix, 0, sizeof t->dirty_prefix);
-	if (t->dirty_objects && (r = store_fsync_dirfd(t->store->objects_fd)) < 0)
+	if (t->dirty_objects && !t->store->ordered_metadata &&
+	    (r = store_fsync_dirfd(t->store->objects_fd)) < 0)
 		return r;
 	t->dirty_objects = false;
 	if (t->dirty_manifest && fdatasync(t->manifest_fd) < 0)

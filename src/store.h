@@ -67,6 +67,11 @@ enum store_flags {
 	STORE_TREE = 1 << 1,
 	/* Only metadata will change (chmod, chown, utimes, xattr): content still needed for undo. */
 	STORE_METADATA = 1 << 2,
+	/*
+	 * A rename is about to replace this name. The store may keep the file by a hard link
+	 * instead of a copy; the caller's rename then leaves the store's link the only one.
+	 */
+	STORE_REPLACE = 1 << 3,
 };
 
 /* What store_preimage() did, for the audit log and the run's summary. */
