@@ -206,5 +206,6 @@ void broker_ipc_host_op(struct broker *b, const struct broker_ipc_ctx *c,
  * EnableModifyBackup / CommitModifyBackup. Borrowed. */
 void broker_set_turn(struct broker *b, struct store_turn *t);
 struct store_turn *broker_get_turn(const struct broker *b);
-/* The mode of deletes that name none (JSON without deleteMode), default UNLINK. */
+/* The mode of deletes that name none: JSON without deleteMode, and intercepted unlink() (rmdir
+ * stays rmdir; a file system without a trash falls back to unlink). Default UNLINK. */
 void broker_set_delete_mode(struct broker *b, enum broker_delete_mode m);
