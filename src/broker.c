@@ -173,6 +173,7 @@ void broker_undo_creation(struct broker *b, struct broker_resp *resp)
 /* ---- decisions ---- */
 
 enum decision {
+	DECIDE_UNSET = -1, /* failed before the policy was asked */
 	DECIDE_DENY,
 	DECIDE_BROKER, /* allowed: the broker performs it (with backup) */
 	DECIDE_KERNEL, /* allowed by Landlock: let the kernel run it */
@@ -193,6 +194,8 @@ static const char *decision_name(enum decision d)
 		return "sandbox";
 	case DECIDE_PROMPT:
 		return "prompt";
+	case DECIDE_UNSET:
+		return "none";
 	case DECIDE_DENY:
 	default:
 		return "deny";
@@ -307,6 +310,23 @@ static const char *errno_name(int e)
 static void log_op(struct broker *b, const struct broker_req *q, const struct op_log *l,
 		   int result, const struct timespec *t0)
 {
+	/* Failed before the policy was asked (EEXIST, ENOENT, ...): say what it would have
+	 * decided, without recording prompts. */
+	struct op_log fixed;
+	if (l->decision == DECIDE_UNSET && l->real) {
+		fixed = *l;
+		unsigned acc = q->op == BROKER_OP_UNLINK ? POLICY_ACCESS_DELETE
+			       : (q->op >= BROKER_OP_CHMOD && q->op <= BROKER_OP_REMOVEXATTR)
+				       ? POLICY_ACCESS_METADATA
+				       : POLICY_ACCESS_WRITE;
+		if (path_is_under(l->real, b->cfg.scratch))
+			fixed.decision = DECIDE_KERNEL;
+		else
+			fixed.decision = policy_check(b->policy, l->real, acc, &fixed.reason) == POLICY_ALLOW
+						 ? DECIDE_BROKER
+						 : DECIDE_DENY;
+		l = &fixed;
+	}
 	struct timespec t1;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	uint64_t us = (uint64_t)((t1.tv_sec - t0->tv_sec) * 1000000 + (t1.tv_nsec - t0->tv_nsec) / 1000);
@@ -914,12 +934,12 @@ out:
 static int create_common(struct broker *b, const struct broker_req *q, struct broker_resp *resp,
 			 struct resolved *res, struct op_log *l, int dirfd, const char *path)
 {
-	int r = resolve_path(&(struct resolve_ctx){q->tid, b->root_fd}, dirfd, path, 0, res);
+	/* "mkdir /", "mkdir ." name an existing directory: EEXIST, as the kernel says. */
+	int r = resolve_path(&(struct resolve_ctx){q->tid, b->root_fd}, dirfd, path,
+			     RESOLVE_ALLOW_DOTDOT, res);
 	if (r < 0)
 		return r;
 	l->real = res->real;
-	if (!strcmp(res->name, ".") || !strcmp(res->name, ".."))
-		return -EEXIST;
 	if (res->exists)
 		return -EEXIST;
 	if (res->trailing_slash && q->op != BROKER_OP_MKDIR)
@@ -1171,7 +1191,7 @@ void broker_handle(struct broker *b, const struct broker_req *q, struct broker_r
 	*resp = (struct broker_resp){.kind = BROKER_RESP_ERROR, .value = -EACCES, .fd = -1,
 				     .created_parent_fd = -1};
 	struct resolved res = RESOLVED_INIT;
-	struct op_log l = {.phase = "notify-op", .path = q->path, .decision = DECIDE_DENY};
+	struct op_log l = {.phase = "notify-op", .path = q->path, .decision = DECIDE_UNSET};
 	if (!q->path && q->path2 && q->op != BROKER_OP_SYMLINK)
 		l.path = q->path2;
 	if (q->op == BROKER_OP_SYMLINK)

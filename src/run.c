@@ -625,7 +625,7 @@ static int setup(struct run_ctx *c)
 		.deny_oversize = c->settings->backup_deny_oversize,
 		.sync = true,
 	};
-	sb = (struct strbuf)STRBUF_INIT;
+	strbuf_reset(&sb);
 	strbuf_printf(&sb, "%s/audit.log", store_session_dir(c->store));
 	c->audit_path = strbuf_steal(&sb);
 	if (!c->audit_path || (r = audit_open(c->audit_path, c->session, c->tool_call, &c->audit)) < 0)

@@ -332,7 +332,8 @@ static int build_rules(scmp_filter_ctx ctx)
 	    (r = refuse_ioctl(ctx, 0x40046602 /* FS_IOC32_SETFLAGS */, EPERM)) < 0 ||
 	    (r = refuse_ioctl(ctx, 0x40087602 /* FS_IOC_SETVERSION */, EPERM)) < 0 ||
 	    (r = refuse_ioctl(ctx, 0x40047602 /* FS_IOC32_SETVERSION */, EPERM)) < 0 ||
-	    (r = refuse_ioctl(ctx, 0x800c6613 /* FS_IOC_SET_ENCRYPTION_POLICY */, EPERM)) < 0)
+	    (r = refuse_ioctl(ctx, 0x800c6613 /* FS_IOC_SET_ENCRYPTION_POLICY */, EPERM)) < 0 ||
+	    (r = refuse_ioctl(ctx, 0x40806685 /* FS_IOC_ENABLE_VERITY: works on read-only fds */, EPERM)) < 0)
 		return r;
 
 	/* Syscalls newer than this build might change files: fail closed with ENOSYS. */

@@ -98,6 +98,13 @@ line=$(audit_grep rename "$TWIN_BRK/f" '')
 case $line in *" decision=deny "*) ok 1 "RENAME_NOREPLACE onto an existing workspace file: not logged as decision=deny"; printf '#   got: %s\n' "$line" ;;
 *) ok 0 "RENAME_NOREPLACE onto an existing workspace file: not logged as decision=deny" ;; esac
 twin_check "noclobber (O_EXCL) on an existing file" fixture sh -c 'set -C; echo x > f'
+# dash and bash refuse noclobber by a stat, without any open; a real O_CREAT|O_EXCL open:
+twin_check "O_CREAT|O_EXCL open of an existing file" fixture python3 -c '
+import os
+try:
+    os.open("f", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+except OSError as e:
+    print(e.strerror)'
 line=$(audit_grep open "$TWIN_BRK/f" '')
 case $line in *" result=EEXIST "*) ok 0 "O_CREAT|O_EXCL on an existing file: logged with result=EEXIST" ;;
 *) ok 1 "O_CREAT|O_EXCL on an existing file: logged with result=EEXIST"; printf '#   got: %q\n' "$line" ;; esac
