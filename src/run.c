@@ -31,6 +31,7 @@
 #include "basic/path-util.h"
 #include "basic/strbuf.h"
 #include "broker.h"
+#include "ipc.h"
 #include "cli.h"
 #include "log.h"
 #include "policy.h"
@@ -255,35 +256,39 @@ static void reap(struct run_state *rs)
 	}
 }
 
-static int supervise(struct run_state *rs, struct supervisor *sv, struct audit *audit, int sfd)
+static int supervise(struct run_state *rs, struct supervisor *sv, struct ipc_server *ipc,
+		     struct audit *audit, int sfd)
 {
 	bool killing = false;
+	/* the listener, the signalfd, then the broker socket's listener and clients */
+	static struct pollfd pfd[2 + IPC_MAX_CLIENTS_DEFAULT + 1];
 	for (;;) {
 		if (rs->child_done && rs->listener_hup)
 			break;
-		if (rs->child_done && !killing) {
+		if (rs->child_done)
 			killing = true;
-		}
 		if (killing)
 			kill_children();
-		struct pollfd pfd[2] = {
-			{.fd = rs->listener_hup ? -1 : rs->listener, .events = POLLIN},
-			{.fd = sfd, .events = POLLIN},
-		};
+		pfd[0] = (struct pollfd){.fd = rs->listener_hup ? -1 : rs->listener, .events = POLLIN};
+		pfd[1] = (struct pollfd){.fd = sfd, .events = POLLIN};
+		size_t n_ipc = ipc ? ipc_server_pollfds(ipc, pfd + 2, ELEMENTSOF(pfd) - 2) : 0;
 		int waiting = supervisor_retry_deferred(sv);
-		int n = poll(pfd, 2, waiting ? 5 : killing ? 20 : 250);
+		int timeout = waiting ? 5 : killing ? 20 : 250;
+		int it = ipc ? ipc_server_timeout_ms(ipc) : -1;
+		if (it >= 0 && it < timeout)
+			timeout = it;
+		int n = poll(pfd, 2 + n_ipc, timeout);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			return log_error_errno(errno, "Failed to wait for the sandbox: %m");
 		}
+		if (ipc)
+			ipc_server_handle(ipc, pfd + 2, n_ipc);
 		if (n == 0) {
 			(void)audit_flush(audit);
-			if (killing && !rs->listener_hup) {
-				/* Nobody left to kill but the filter still has users: zombies being
-				 * reaped, or a process of ours not yet reparented. Keep going. */
-				reap(rs);
-			}
+			if (killing && !rs->listener_hup)
+				reap(rs); /* zombies being reaped, orphans not yet reparented */
 			continue;
 		}
 		if (pfd[0].revents & POLLIN) {
@@ -676,6 +681,7 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 {
 	int r, sfd = -1, sock[2] = {-1, -1};
 	struct supervisor *sv = NULL;
+	struct ipc_server *ipc = NULL;
 	sigset_t mask, oldmask;
 	bool mask_set = false;
 	a->exit_status = RUN_EXIT_FAILURE;
@@ -697,6 +703,17 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 	if ((r = broker_new(&bc, c->audit, a->turn, &a->broker)) < 0)
 		return log_error_errno(r, "Failed to start the broker: %m");
 	broker_set_policy(a->broker, c->policy);
+
+	/* The broker socket for the command's cooperative clients (DESIGN section 5). */
+	_cleanup_free_ char *ipc_path = NULL;
+	r = ipc_run_socket_path(c->session, &ipc_path);
+	struct ipc_config ic = {.socket_path = ipc_path, .session_id = c->session, .audit = c->audit};
+	if (r >= 0)
+		r = ipc_server_new(&ic, a->broker, &ipc);
+	if (r >= 0)
+		r = ipc_attach_env(ipc, c->tool_call);
+	if (r < 0)
+		log_warning_errno(r, "The broker socket is not available to the command: %m");
 
 	/* Signals are read from a signalfd; the child gets the old mask back. */
 	sigemptyset(&mask);
@@ -754,7 +771,7 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 	if ((r = supervisor_new(rs.listener, a->broker, &sv)) < 0) {
 		log_error_errno(r, "Failed to start the supervisor: %m");
 		kill(rs.child, SIGKILL);
-	} else if ((r = supervise(&rs, sv, c->audit, sfd)) < 0) {
+	} else if ((r = supervise(&rs, sv, ipc, c->audit, sfd)) < 0) {
 		kill(rs.child, SIGKILL);
 	}
 	/* Reap whatever is left (all sandboxed processes are gone once the listener hung up). */
@@ -771,6 +788,7 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 		signal(SIGTTOU, SIG_DFL);
 	}
 out:
+	ipc_server_free(ipc);
 	supervisor_free(sv);
 	safe_close(sock[0]);
 	safe_close(sock[1]);
