@@ -703,6 +703,8 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 	if ((r = broker_new(&bc, c->audit, a->turn, &a->broker)) < 0)
 		return log_error_errno(r, "Failed to start the broker: %m");
 	broker_set_policy(a->broker, c->policy);
+	if (c->settings->delete_to_trash)
+		broker_set_delete_mode(a->broker, BROKER_DELETE_TRASH);
 
 	/* The broker socket for the command's cooperative clients (DESIGN section 5). */
 	_cleanup_free_ char *ipc_path = NULL;

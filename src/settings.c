@@ -24,6 +24,7 @@ enum {
 	SET_BACKUP_ENABLED = 1u << 1,
 	SET_MAX_SIZE = 1u << 2,
 	SET_DENY_OVERSIZE = 1u << 3,
+	SET_DELETE_MODE = 1u << 4,
 };
 
 /* One file being loaded: its values go into a scratch struct settings, merged on success. */
@@ -194,6 +195,27 @@ static int apply_bool(struct loader *l, const char *key, const struct json_value
 	if (r < 0)
 		return r;
 	*field = b;
+	return 0;
+}
+
+/* "unlink" (default) or "trash": what an intercepted delete does (the store keeps it either way). */
+static int apply_delete_mode(struct loader *l, const char *key, const struct json_value *v)
+{
+	size_t n;
+	const char *m = json_get_string(v, &n);
+	if (!m)
+		return type_error(l, key, "\"unlink\" or \"trash\"", v);
+	bool trash;
+	if (n == 6 && memcmp(m, "unlink", 6) == 0)
+		trash = false;
+	else if (n == 5 && memcmp(m, "trash", 5) == 0)
+		trash = true;
+	else
+		return type_error(l, key, "\"unlink\" or \"trash\"", v);
+	int r = mark_set(l, key, SET_DELETE_MODE);
+	if (r < 0)
+		return r;
+	l->s->delete_to_trash = trash;
 	return 0;
 }
 
@@ -404,6 +426,8 @@ static int apply_leaf(struct loader *l, const char *key, const struct json_value
 		return apply_bool(l, key, v, SET_BACKUP_ENABLED, &s->backup_enabled);
 	if (strcmp(key, "sandbox.fileBackup.denyOversize") == 0)
 		return apply_bool(l, key, v, SET_DENY_OVERSIZE, &s->backup_deny_oversize);
+	if (strcmp(key, "sandbox.deleteMode") == 0)
+		return apply_delete_mode(l, key, v);
 	if (strcmp(key, "sandbox.fileBackup.maxSizeMB") == 0 ||
 	    strcmp(key, "fileBackupMaxSizeMB") == 0)
 		return apply_max_size(l, key, v);
@@ -488,6 +512,8 @@ static int merge(struct settings *dst, struct settings *src, unsigned present)
 		dst->backup_max_size_mb = src->backup_max_size_mb;
 	if (present & SET_DENY_OVERSIZE)
 		dst->backup_deny_oversize = src->backup_deny_oversize;
+	if (present & SET_DELETE_MODE)
+		dst->delete_to_trash = src->delete_to_trash;
 	return 0;
 }
 

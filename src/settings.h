@@ -16,6 +16,8 @@
  *                                   that is no number is ignored with a warning; a fraction is
  *                                   rounded down (then clamped).
  *   sandbox.fileBackup.denyOversize bool, default false (ours: deny changes to files over the size)
+ *   sandbox.deleteMode              "unlink" (default) or "trash": intercepted deletes go to the
+ *                                   freedesktop.org trash (ours)
  *   sandbox.fileSafety.allowlist    [pattern]: {path, write+delete+metadata, allow}
  *   sandbox.fileSafety.blocklist    [pattern]: {path, all, deny}
  *   sandbox.fileSafety.rules        [{"path": pattern, "access": "all" | name | [names],
@@ -63,6 +65,7 @@ struct settings {
 	bool backup_enabled;
 	uint64_t backup_max_size_mb; /* already clamped */
 	bool backup_deny_oversize;
+	bool delete_to_trash; /* sandbox.deleteMode: "trash" */
 	struct settings_rule *rules; /* in precedence order: later entries win ties */
 	size_t n_rules;
 	char **warnings; /* "FILE: unknown key \"sandbox.foo\"", ... for the caller to print */
