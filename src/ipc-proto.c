@@ -359,7 +359,9 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 	if (!ret->session || !*ret->session)
 		return fail(ret_reason, "missing sessionId", -EINVAL);
 
-	if ((r = get_str(v, "message", IPC_MESSAGE_MAX, &ret->message)) < 0)
+	/* "commitMsg" is the reference's name for CommitModifyBackup's message. */
+	if ((r = get_str(v, "message", IPC_MESSAGE_MAX, &ret->message)) < 0 ||
+	    (!ret->message && (r = get_str(v, "commitMsg", IPC_MESSAGE_MAX, &ret->message)) < 0))
 		return fail(ret_reason, "message must be a string of at most 4096 bytes", r);
 
 	if (get_bool(v, "recursive", &ret->recursive) < 0 ||
@@ -422,6 +424,8 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 		return fail(ret_reason, "chmod needs a mode", -EINVAL);
 
 	const struct json_value *sz = json_object_get(v, "maxSizeMB");
+	if (!sz) /* the reference's EnableModifyBackup field */
+		sz = json_object_get(v, "fileBackupMaxSizeMB");
 	if (sz && !json_is_null(sz)) {
 		if (json_get_int64(sz, &ret->max_size_mb) < 0)
 			return fail(ret_reason, "maxSizeMB must be an integer", -EINVAL);

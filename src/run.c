@@ -364,6 +364,20 @@ static char *make_tool_call_id(void)
 	return strbuf_steal(&sb);
 }
 
+/* BROKERED_DEBUG=1 shows where a run's start-up time goes. */
+static void phase(const char *what)
+{
+	if (log_get_level() < LOG_LEVEL_DEBUG)
+		return;
+	static struct timespec t0;
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	if (!t0.tv_sec)
+		t0 = t;
+	log_debug("%8.3f ms  %s", (double)(t.tv_sec - t0.tv_sec) * 1e3 + (double)(t.tv_nsec - t0.tv_nsec) / 1e6,
+		  what);
+}
+
 /* ---- one run: set-up shared by its attempts ---- */
 
 struct run_ctx {
@@ -543,6 +557,7 @@ static int setup(struct run_ctx *c)
 	for (size_t i = 0; i < c->settings->n_warnings; i++)
 		log_warning("%s", c->settings->warnings[i]);
 
+	phase("settings loaded");
 	maybe_run_unsandboxed(c); /* returns only if the command is to be sandboxed */
 
 	sandbox_probe(&c->feat);
@@ -588,6 +603,7 @@ static int setup(struct run_ctx *c)
 		return log_error_errno(ENOMEM, "Out of memory");
 	c->msg = o->message ? o->message : c->cmdline;
 
+	phase("state dir and session");
 	if ((r = make_scratch(&c->scratch)) < 0)
 		return log_error_errno(r, "Failed to create the scratch directory: %m");
 	struct policy_error perr = {0};
@@ -620,6 +636,7 @@ static int setup(struct run_ctx *c)
 			return log_error_errno(r, "Failed to grant \"%s\": %m", p);
 	}
 
+	phase("scratch dir and policy");
 	if ((r = store_open(c->state_dir, c->session, &c->store)) < 0)
 		return log_error_errno(r, "Failed to open the backup store of session \"%s\": %m", c->session);
 	if ((r = approval_load_session(store_session_dir(c->store), c->policy)) < 0)
@@ -637,6 +654,7 @@ static int setup(struct run_ctx *c)
 		return log_error_errno(r, "Failed to open the audit log \"%s\": %m",
 				       c->audit_path ? c->audit_path : "");
 
+	phase("store and audit log open");
 	if ((r = read_deny_list(c)) < 0)
 		return log_error_errno(r, "Failed to collect the read-denied paths: %m");
 	if (c->landlock) {
@@ -647,8 +665,10 @@ static int setup(struct run_ctx *c)
 			return log_error_errno(r, "Failed to build the Landlock ruleset%s%s%s: %m",
 					       failed ? " for \"" : "", failed ? failed : "", failed ? "\"" : "");
 	}
+	phase("Landlock ruleset");
 	if ((r = sandbox_build_filter(&c->prog)) < 0)
 		return log_error_errno(r, "Failed to build the seccomp filter: %m");
+	phase("seccomp filter");
 
 	setenv("TMPDIR", c->scratch, 1);
 	setenv("BROKERED_SESSION_ID", c->session, 1);
@@ -688,6 +708,7 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 
 	if ((r = store_turn_join_or_begin(c->store, &c->so, c->tool_call, msg, &a->turn, &a->turn_owned)) < 0)
 		return log_error_errno(r, "Failed to open a backup turn: %m");
+	phase("turn opened");
 	a->turn_id = strdup(store_turn_id(a->turn));
 	if (!a->turn_id)
 		return -ENOMEM;
@@ -738,6 +759,7 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 		goto out;
 	}
 	(void)audit_flush(c->audit);
+	phase("broker and socket ready");
 	fflush(NULL);
 
 	struct run_state rs = {.listener = -1};
@@ -766,6 +788,7 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 		goto out;
 	}
 	a->started = true;
+	phase("command started");
 	/* Wake the target on the CPU that answers it (6.6+); harmless where unsupported. */
 	uint64_t fl = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP;
 	(void)ioctl(rs.listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, &fl);
@@ -781,6 +804,7 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 		;
 	safe_close(rs.listener);
 	a->exit_status = rs.child_done ? status_to_exit(rs.child_status) : RUN_EXIT_FAILURE;
+	phase("command ended, sandbox empty");
 	r = 0;
 
 	/* The terminal's foreground may still be the command's process group. */
@@ -874,7 +898,8 @@ static void print_json_report(const struct run_ctx *c, const struct attempt *a, 
 	json_kv_int(&sb, "commandExitStatus", a->exit_status);
 	json_kv_str(&sb, "session", c->session);
 	json_kv_str(&sb, "toolCall", c->tool_call);
-	json_kv_str(&sb, "turn", a->turn_id);
+	/* null when the command changed nothing: then no turn was recorded */
+	json_kv_str(&sb, "turn", a->turn && store_turn_recorded(a->turn) ? a->turn_id : NULL);
 	json_kv_int(&sb, "attempts", attempts);
 	json_kv_int(&sb, "requests", (int64_t)st->requests);
 	json_kv_int(&sb, "allowed", (int64_t)st->allowed);
@@ -916,6 +941,7 @@ int run_command(const struct run_options *o)
 	struct attempt a = {0};
 	int ret = RUN_EXIT_FAILURE;
 
+	phase("start");
 	if (setup(&c) < 0)
 		goto out;
 	if (o->rollback && rollback_turn(&c, o->rollback) < 0)
@@ -937,10 +963,12 @@ int run_command(const struct run_options *o)
 			if (np)
 				ret = RUN_EXIT_APPROVAL;
 			attempt_commit(&a, msg);
+			phase("turn committed");
 			break;
 		}
 		/* Refusals that the user may approve: ask once, roll back, rerun with grants. */
 		enum approval_answer ans = APPROVAL_DENY;
+		bool recorded = store_turn_recorded(a.turn);
 		bool can_roll_back = a.turn_owned && c.settings->backup_enabled;
 		if (approval_interactive() && can_roll_back)
 			ans = approval_ask(pv, np);
@@ -953,9 +981,11 @@ int run_command(const struct run_options *o)
 				approval_access_names(pv[i].access, acc, sizeof acc);
 				log_error("  %s %s (%s)", acc, pv[i].path, pv[i].rule);
 			}
-			if (can_roll_back)
+			if (can_roll_back && recorded)
 				log_error("Hint: to allow them, rerun with --rollback %s and --approve PATH[=ACCESS] for each.",
 					  a.turn_id);
+			else if (can_roll_back)
+				log_error("Hint: to allow them, rerun with --approve PATH[=ACCESS] for each (the attempt changed nothing).");
 			else
 				log_error("Hint: to allow them, rerun with --approve PATH[=ACCESS] for each (inside an explicit turn the attempt is not rolled back).");
 			ret = RUN_EXIT_APPROVAL;
@@ -970,7 +1000,7 @@ int run_command(const struct run_options *o)
 			log_warning("Failed to remember the grants for the session");
 		_cleanup_strbuf_ struct strbuf cm = STRBUF_INIT;
 		strbuf_printf(&cm, "%s (attempt refused, rolled back for approval)", msg);
-		if (attempt_commit(&a, strbuf_cstr(&cm)) < 0 || rollback_turn(&c, a.turn_id) < 0) {
+		if (attempt_commit(&a, strbuf_cstr(&cm)) < 0 || (recorded && rollback_turn(&c, a.turn_id) < 0)) {
 			log_error("Not rerunning: the refused attempt could not be rolled back");
 			goto out;
 		}

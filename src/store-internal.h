@@ -64,6 +64,11 @@ struct store_turn {
 	bool dirty_manifest, dirty_objects;
 	uint8_t dirty_prefix[32]; /* bitset: objects/<xx>/ directories to fsync */
 	struct store_stats stats;
+	/* A run's private turn is created on disk at its first pre-image: a command that changes
+	 * nothing leaves no empty turn and pays no directory creation and flushes. */
+	bool lazy;
+	char *lazy_message;
+	int64_t lazy_begin_ns;
 };
 
 uint32_t store_crc32(const void *data, size_t n);

@@ -617,6 +617,7 @@ static void turn_free_fds(struct store_turn *t)
 	free(t->id);
 	free(t->call);
 	free(t->pending);
+	free(t->lazy_message);
 	free(t);
 }
 
@@ -652,16 +653,21 @@ static int turn_attach(struct store *s, const struct store_options *o, const cha
 	return 0;
 }
 
-static int turn_create(struct store *s, const struct store_options *o, const char *message,
-		       const char *call, uint64_t max_size, struct store_turn **ret)
+static int turn_create_as(struct store *s, const struct store_options *o, const char *message,
+			  const char *call, uint64_t max_size, const char *want_id, int64_t begin_ns,
+			  struct store_turn **ret)
 {
 	_cleanup_free_ char *id = NULL;
 	int r;
 	for (int tries = 0;; tries++) {
 		free(id);
 		id = NULL;
-		if ((r = make_turn_id(&id)) < 0)
+		if (tries == 0 && want_id)
+			id = strdup(want_id);
+		else if ((r = make_turn_id(&id)) < 0)
 			return r;
+		if (!id)
+			return -ENOMEM;
 		if (mkdirat(s->turns_fd, id, 0700) >= 0)
 			break;
 		if (errno != EEXIST || tries > 100)
@@ -670,7 +676,7 @@ static int turn_create(struct store *s, const struct store_options *o, const cha
 	if (fchmodat(s->turns_fd, id, 0700, 0) < 0)
 		return negative_errno();
 	struct store_turn_info m = {.id = id, .message = (char *)message,
-				   .begin_ns = now_ns(),
+				   .begin_ns = begin_ns ? begin_ns : now_ns(),
 				   .max_size_bytes = max_size};
 	struct store_turn *t;
 	if ((r = turn_attach(s, o, id, call, &t)) < 0)
@@ -684,10 +690,65 @@ static int turn_create(struct store *s, const struct store_options *o, const cha
 	return 0;
 }
 
+static int turn_create(struct store *s, const struct store_options *o, const char *message,
+		       const char *call, uint64_t max_size, struct store_turn **ret)
+{
+	return turn_create_as(s, o, message, call, max_size, NULL, 0, ret);
+}
+
 int store_turn_new_private(struct store *s, const struct store_options *o, const char *message,
 			   struct store_turn **ret)
 {
 	return turn_create(s, o, message, NULL, 0, ret);
+}
+
+/* A private turn that exists only in memory until its first pre-image. */
+static int turn_new_lazy(struct store *s, const struct store_options *o, const char *message,
+			 const char *call, struct store_turn **ret)
+{
+	struct store_turn *t = calloc(1, sizeof *t);
+	if (!t)
+		return -ENOMEM;
+	t->store = s;
+	t->opts = *o;
+	t->dir_fd = t->manifest_fd = -1;
+	t->lazy = true;
+	t->lazy_begin_ns = now_ns();
+	int r = make_turn_id(&t->id);
+	if (r >= 0 && ((message && !(t->lazy_message = strdup(message))) ||
+		       (call && !(t->call = strdup(call)))))
+		r = -ENOMEM;
+	if (r < 0) {
+		turn_free_fds(t);
+		return r;
+	}
+	*ret = t;
+	return 0;
+}
+
+/* Create the lazy turn on disk now; its id stays unless another turn took it meanwhile. */
+static int turn_materialize(struct store_turn *t)
+{
+	if (!t->lazy)
+		return 0;
+	struct store_turn *n = NULL;
+	int r = turn_create_as(t->store, &t->opts, t->lazy_message, t->call, 0, t->id,
+			       t->lazy_begin_ns, &n);
+	if (r < 0)
+		return r;
+	/* take over the fresh turn's directory and identity */
+	free(t->id);
+	t->id = TAKE_PTR(n->id);
+	t->dir_fd = TAKE_FD(n->dir_fd);
+	t->manifest_fd = TAKE_FD(n->manifest_fd);
+	turn_free_fds(n);
+	t->lazy = false;
+	return 0;
+}
+
+bool store_turn_recorded(const struct store_turn *t)
+{
+	return t && !t->lazy;
 }
 
 static int current_lock(struct store *s)
@@ -783,7 +844,7 @@ int store_turn_join_or_begin(struct store *s, const struct store_options *o, con
 			t = NULL;
 		}
 	} else if (r == -ENOENT) {
-		r = turn_create(s, o, message, tool_call, 0, &t);
+		r = turn_new_lazy(s, o, message, tool_call, &t);
 		owned = true;
 	}
 	safe_close(lfd);
@@ -1273,6 +1334,8 @@ int store_preimage(struct store_turn *t, int dirfd, const char *name, const char
 		goto out;
 	if (!path || path[0] != '/' || !name || !*name)
 		return -EINVAL;
+	if (t->lazy && !set_contains(&t->seen, path) && (r = turn_materialize(t)) < 0)
+		return r;
 	if (flags & STORE_TREE)
 		r = preimage_tree(t, dirfd, name, path, 0, &res);
 	else
@@ -1597,6 +1660,10 @@ int store_turn_commit(struct store_turn *t, const char *message)
 {
 	if (!t)
 		return -EINVAL;
+	if (t->lazy) { /* nothing was recorded: no turn */
+		store_turn_free(t);
+		return 0;
+	}
 	int r = store_sync(t);
 	(void)flock(t->dir_fd, LOCK_UN);
 	if (r >= 0)

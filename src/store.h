@@ -51,6 +51,9 @@ const char *store_session_dir(const struct store *s);
 int store_turn_join_or_begin(struct store *s, const struct store_options *o, const char *tool_call,
 			     const char *message, struct store_turn **ret, bool *ret_owned);
 const char *store_turn_id(const struct store_turn *t);
+/* False while a run's own turn has recorded nothing: it is then not on disk (and committing it
+ * records no turn). */
+bool store_turn_recorded(const struct store_turn *t);
 /* Commit (closes the cycle, records the post-state of every touched path) and free. */
 int store_turn_commit(struct store_turn *t, const char *message);
 /* Free without committing (the turn stays open: found later by `brokered log`). */
