@@ -36,10 +36,12 @@ tally() {
 }
 
 run_one() { # run_one NAME OUTFILE COMMAND...
-	local name=$1 out=$2
+	local name=$1 out=$2 t0 st
 	shift 2
+	t0=$(date +%s)
 	timeout 600 "$@" >"$out" 2>&1 </dev/null
-	tally "$name" "$out" $?
+	st=$?
+	tally "$name [$(($(date +%s) - t0))s]" "$out" $st
 }
 
 echo "== unit tests"
