@@ -51,16 +51,36 @@ static const struct option long_options[] = {
 	{"older-than", required_argument, NULL, OPT_OLDER},
 	{"max-size-mb", required_argument, NULL, OPT_MAX_SIZE},
 	{"message", required_argument, NULL, 'm'},
+	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
+
+static const char store_usage[] =
+	"Usage:\n"
+	"  brokered turn begin [--session ID] [--max-size-mb N] [-m MSG]\n"
+	"  brokered turn commit [--session ID] [--turn ID] -m MSG\n"
+	"  brokered log [--session ID] [--json]\n"
+	"  brokered show TURN [--json]\n"
+	"  brokered diff TURN [PATH...]\n"
+	"  brokered restore TURN PATH... [--force] [--dry-run]\n"
+	"  brokered undo [TURN] [--force] [--dry-run]\n"
+	"  brokered gc [--older-than AGE]\n"
+	"Every command takes --session ID or --workspace DIR (default: the current directory's\n"
+	"session). TURN is an id as `brokered log` prints it, or `last`. Options may follow the\n"
+	"operands; a path that begins with '-' goes after `--`.\n"
+	"Exit status: 0 done, 1 failed or refused, 2 usage error.\n";
 
 /* Parse options; the rest of argv (operands) starts at *ret_ind. Returns 0 or exit status 2. */
 static int parse_opts(int argc, char **argv, struct opts *o, int *ret_ind)
 {
 	optind = 0;
 	opterr = 0;
-	for (int c; (c = getopt_long(argc, argv, "+m:", long_options, NULL)) >= 0;) {
+	/* Permuting: `show T --json` and `restore T PATH --force` work as the README writes them. */
+	for (int c; (c = getopt_long(argc, argv, "m:h", long_options, NULL)) >= 0;) {
 		switch (c) {
+		case 'h':
+			fputs(store_usage, stdout);
+			return -1;
 		case OPT_SESSION:
 			o->session = optarg;
 			break;
@@ -95,7 +115,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *ret_ind)
 		}
 	}
 	*ret_ind = optind;
-	return 0;
+	return 0; /* -1 above: --help was printed, exit 0 */
 }
 
 /* ---- session ids ---- */
@@ -256,12 +276,16 @@ static int turn_commit(struct store *s, const struct opts *o)
 
 int cli_turn(int argc, char **argv)
 {
+	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		fputs(store_usage, stdout);
+		return 0;
+	}
 	if (argc < 2 || (strcmp(argv[1], "begin") != 0 && strcmp(argv[1], "commit") != 0))
 		return log_error("Usage: brokered turn begin|commit [--session ID] [-m MSG]"), 2;
 	struct opts o = {0};
 	int ind, r = parse_opts(argc - 1, argv + 1, &o, &ind);
 	if (r)
-		return r;
+		return r < 0 ? 0 : r;
 	if (ind != argc - 1)
 		return log_error("turn %s: unexpected argument \"%s\"", argv[1], argv[ind + 1]), 2;
 	struct store *s;
@@ -302,7 +326,7 @@ int cli_log(int argc, char **argv)
 	struct opts o = {0};
 	int ind, r = parse_opts(argc, argv, &o, &ind);
 	if (r)
-		return r;
+		return r < 0 ? 0 : r;
 	if (ind != argc)
 		return log_error("log: unexpected argument \"%s\"", argv[ind]), 2;
 	struct store *s;
@@ -375,7 +399,7 @@ int cli_show(int argc, char **argv)
 	struct opts o = {0};
 	int ind, r = parse_opts(argc, argv, &o, &ind);
 	if (r)
-		return r;
+		return r < 0 ? 0 : r;
 	if (ind != argc - 1)
 		return log_error("Usage: brokered show TURN [--json]"), 2;
 	struct store *s;
@@ -503,8 +527,14 @@ static int run_diff(const char *old, const char *new, const char *label_a, const
 static int diff_one(struct store *s, const struct store_record *pre)
 {
 	struct stat st;
-	bool now_file = lstat(pre->path, &st) >= 0 && S_ISREG(st.st_mode);
-	bool now_exists = now_file || errno != ENOENT;
+	int lr = lstat(pre->path, &st);
+	bool now_exists = lr >= 0 || errno != ENOENT;
+	bool now_file = lr >= 0 && S_ISREG(st.st_mode);
+	char now_target[BROKERED_PATH_MAX] = "";
+	if (lr >= 0 && S_ISLNK(st.st_mode)) {
+		ssize_t k = readlink(pre->path, now_target, sizeof now_target - 1);
+		now_target[k > 0 ? k : 0] = '\0';
+	}
 	if (pre->kind == STORE_KIND_FILE && pre->not_backed_up) {
 		printf("--- ");
 		print_path(stdout, pre->path);
@@ -516,7 +546,16 @@ static int diff_one(struct store *s, const struct store_record *pre)
 		print_path(stdout, pre->path);
 		if (pre->target)
 			printf(" -> %s", pre->target);
-		printf(" (now %s)\n", now_file ? "a file" : now_exists ? "present" : "absent");
+		if (lr >= 0 && S_ISLNK(st.st_mode)) {
+			if (pre->kind == STORE_KIND_SYMLINK && pre->target && !strcmp(pre->target, now_target))
+				printf(" (unchanged)\n");
+			else
+				printf(" (now a symlink -> %s)\n", now_target);
+		} else {
+			printf(" (now %s)\n", now_file ? "a file"
+					       : lr >= 0 && S_ISDIR(st.st_mode) ? "a directory"
+					       : now_exists ? "present" : "absent");
+		}
 		return 0;
 	}
 	if (pre->kind == STORE_KIND_ABSENT && !now_file)
@@ -537,7 +576,7 @@ int cli_diff(int argc, char **argv)
 	struct opts o = {0};
 	int ind, r = parse_opts(argc, argv, &o, &ind);
 	if (r)
-		return r;
+		return r < 0 ? 0 : r;
 	if (ind >= argc)
 		return log_error("Usage: brokered diff TURN [PATH...]"), 2;
 	struct store *s;
@@ -655,11 +694,18 @@ static int restore_common(const struct opts *o, const char *turn_arg, char **arg
 		}
 		if (e > 0)
 			r = 1;
-		if (e >= 0 && !o->json)
+		if (e >= 0 && p->n_unrecorded)
+			log_warning("the backup store is full: %zu path(s) were put back without a record of what they were (this %s cannot be undone for them); `brokered gc` frees space",
+				    p->n_unrecorded, verb);
+		if (e >= 0 && !o->json && new_id)
 			printf("%s of %s recorded as turn %s%s\n", verb, id, new_id,
 			       e > 0 ? " (with failures)" : "");
+		else if (e >= 0 && !o->json)
+			printf("%s of %s done, not recorded%s\n", verb, id, e > 0 ? " (with failures)" : "");
 		else if (e >= 0)
-			printf("{\"turn\":\"%s\",\"recordedAs\":\"%s\",\"failed\":%d}\n", id, new_id, e);
+			printf("{\"turn\":\"%s\",\"recordedAs\":%s%s%s,\"unrecorded\":%zu,\"failed\":%d}\n",
+			       id, new_id ? "\"" : "", new_id ? new_id : "null", new_id ? "\"" : "",
+			       p->n_unrecorded, e);
 	}
 	store_plan_free(p);
 	strv_free(paths, nargs);
@@ -672,7 +718,7 @@ int cli_restore(int argc, char **argv)
 	struct opts o = {0};
 	int ind, r = parse_opts(argc, argv, &o, &ind);
 	if (r)
-		return r;
+		return r < 0 ? 0 : r;
 	if (argc - ind < 2)
 		return log_error("Usage: brokered restore TURN PATH... [--force] [--dry-run]"), 2;
 	return restore_common(&o, argv[ind], argv + ind + 1, (size_t)(argc - ind - 1), "restore");
@@ -683,7 +729,7 @@ int cli_undo(int argc, char **argv)
 	struct opts o = {0};
 	int ind, r = parse_opts(argc, argv, &o, &ind);
 	if (r)
-		return r;
+		return r < 0 ? 0 : r;
 	if (argc - ind > 1)
 		return log_error("Usage: brokered undo [TURN] [--force] [--dry-run]"), 2;
 	return restore_common(&o, ind < argc ? argv[ind] : "last", NULL, 0, "undo");
@@ -696,7 +742,7 @@ int cli_gc(int argc, char **argv)
 	struct opts o = {0};
 	int ind, r = parse_opts(argc, argv, &o, &ind);
 	if (r)
-		return r;
+		return r < 0 ? 0 : r;
 	uint64_t age = 30 * 86400;
 	if (ind != argc || (o.older_than && parse_duration_sec(o.older_than, &age) < 0))
 		return log_error("Usage: brokered gc [--older-than AGE] (AGE like 12h, 7d)"), 2;

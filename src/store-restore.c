@@ -556,6 +556,11 @@ static void apply_phases(struct applier *a, struct store_plan *p)
 	}
 }
 
+static bool is_full(int e)
+{
+	return e == -ENOSPC || e == -EDQUOT;
+}
+
 int store_plan_apply(struct store *s, struct store_plan *p, const struct store_options *o,
 		     const char *message, char **ret_turn_id)
 {
@@ -563,16 +568,42 @@ int store_plan_apply(struct store *s, struct store_plan *p, const struct store_o
 	uo.enabled = true;
 	uo.deny_oversize = false;
 	struct applier a = {.s = s, .sync = uo.sync};
+	_cleanup_free_ char *id = NULL;
 	int r = store_turn_new_private(s, &uo, message, &a.u);
-	if (r < 0)
+	if (r < 0 && !is_full(r))
 		return r;
-	_cleanup_free_ char *id = strdup(store_turn_id(a.u));
-	if (!id) {
+	if (a.u && !(id = strdup(store_turn_id(a.u)))) {
 		store_turn_free(a.u);
 		return -ENOMEM;
 	}
-	apply_phases(&a, p);
-	if ((r = store_turn_commit(a.u, message)) < 0)
+	/* A full store must not keep the user's files hostage: what cannot be recorded is put
+	 * back all the same, unrecorded (the caller says so; that part cannot be undone again). */
+	p->n_unrecorded = 0;
+	if (a.u)
+		apply_phases(&a, p);
+	enum store_action *saved = calloc(p->n_items + 1, sizeof *saved);
+	if (!saved) {
+		store_turn_free(a.u);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < p->n_items; i++) {
+		saved[i] = p->items[i].action;
+		bool again = !a.u || is_full(p->items[i].error);
+		if (again) {
+			p->items[i].error = 0;
+			p->n_unrecorded++;
+		} else {
+			p->items[i].action = STORE_ACTION_NONE;
+		}
+	}
+	if (p->n_unrecorded) {
+		struct applier b = {.s = s, .sync = uo.sync, .u = NULL};
+		apply_phases(&b, p);
+	}
+	for (size_t i = 0; i < p->n_items; i++)
+		p->items[i].action = saved[i];
+	free(saved);
+	if (a.u && (r = store_turn_commit(a.u, message)) < 0 && !is_full(r))
 		return r;
 	int failed = 0;
 	for (size_t i = 0; i < p->n_items; i++)

@@ -200,6 +200,7 @@ struct store_plan {
 	char *turn_id;
 	struct store_plan_item *items; /* sorted by path */
 	size_t n_items, n_conflicts;
+	size_t n_unrecorded; /* after apply: paths put back without a record (the store was full) */
 };
 /* Plan restoring paths (NULL/0: every path, i.e. undo) of a turn to their pre-images. */
 int store_plan_restore(struct store *s, const char *turn_id, char *const *paths, size_t n_paths,
