@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# bench/peers.sh: brokered against native and against the sandboxes in use today, on the same
+# workloads in the same invocation. For every workload (bench/workloads/NN-*.sh) and every runner
+# it times RUNS runs, each in a fresh copy of the prepared workspace (preparation and reset are not
+# timed), interleaving the runners run by run. Runners: native, `brokered run`, bubblewrap
+# (--ro-bind / / --bind WS WS --dev /dev --proc /proc), `strace -f -o /dev/null`, and when
+# installed Codex's Linux sandbox (`codex sandbox`, workspace-write) and Anthropic's
+# sandbox-runtime (`srt`, allowWrite the workspace). bench/install-peers.sh installs them.
+#
+# For brokered it also records the supervisor's own peak RSS (VmHWM of the brokered process, not of
+# the command it runs: bench/workloads/hwm.c), the bytes the run added to $XDG_STATE_HOME/brokered
+# (du before/after), and a summary of the audit log's us= field.
+#
+#   bench/peers.sh [-n RUNS] [-q] [-b BROKERED] [-w WORKLOADS] [-p RUNNERS] [-k]
+#     -n RUNS   timed runs per workload and runner (default 5; quick mode 3); start-up does 4x
+#     -q        quick mode: workloads at 1/4 size, 3 runs (about 3 minutes)
+#     -b PATH   brokered binary (default build/brokered, built with make if missing)
+#     -w LIST   only these workloads, comma-separated names (startup,grep,git-status,untar,sed-i,
+#               rm-rf,build,dd)
+#     -p LIST   only these runners (native,brokered,bwrap,strace,codex,srt); native is always run
+#     -k        keep the work directory (templates, last workspaces, audit logs) for profiling
+#
+# Output: a table on stdout, bench/out/peers.md, bench/out/peers.png (bench/plot.py), raw numbers
+# in bench/out/peers.tsv and bench/out/peers-brokered.tsv. Not a test: the numbers depend on the
+# machine.
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+out=$top/bench/out
+RUNS= QUICK=0 BRK= ONLY_W= ONLY_P= KEEP=0
+while getopts n:qb:w:p:kh o; do
+	case $o in
+	n) RUNS=$OPTARG ;;
+	q) QUICK=1 ;;
+	b) BRK=$OPTARG ;;
+	w) ONLY_W=$OPTARG ;;
+	p) ONLY_P=$OPTARG ;;
+	k) KEEP=1 ;;
+	*) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
+	esac
+done
+if [ $QUICK = 1 ]; then SCALE=0.25; RUNS=${RUNS:-3}; else SCALE=1; RUNS=${RUNS:-5}; fi
+export SCALE
+
+if [ -z "$BRK" ]; then
+	BRK=$top/build/brokered
+	[ -x "$BRK" ] || make -C "$top" -s build/brokered || { echo "peers: cannot build brokered (make)" >&2; exit 1; }
+fi
+[ -x "$BRK" ] || { echo "peers: no brokered at $BRK" >&2; exit 1; }
+BRK=$(readlink -f "$BRK")
+
+# python with matplotlib for the chart (Debian's python3-matplotlib if none has it)
+PY=
+for p in python3 /usr/bin/python3; do
+	if $p -c 'import matplotlib' 2>/dev/null; then PY=$p; break; fi
+done
+if [ -z "$PY" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+	echo "peers: installing python3-matplotlib (apt) for the chart" >&2
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-matplotlib >/dev/null 2>&1 ||
+		{ apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-matplotlib >/dev/null 2>&1; }
+	/usr/bin/python3 -c 'import matplotlib' 2>/dev/null && PY=/usr/bin/python3
+fi
+[ -n "$PY" ] || PY=$(command -v python3 || echo /usr/bin/python3) # table only; plot.py falls back to gnuplot
+
+mkdir -p "$out"
+work=$(mktemp -d "${BENCH_TMP:-/var/tmp}/brokered-peers.XXXXXX")
+WORK=$work
+export WORK
+cleanup() { cd /; if [ $KEEP = 1 ]; then echo "peers: kept $work" >&2; else rm -rf "$work"; fi; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+export XDG_STATE_HOME=$work/state
+WS=$work/ws
+errlog=$out/peers-errors.log
+: >"$errlog"
+cc -O2 -shared -fPIC -o "$work/hwm.so" "$top/bench/workloads/hwm.c" || exit 1
+printf '{"filesystem":{"denyRead":[],"allowWrite":["%s"],"denyWrite":[]},"network":{"allowedDomains":[],"deniedDomains":[]}}\n' \
+	"$WS" >"$work/srt-settings.json"
+
+# ---- runners: run_NAME CMD, in the workspace (the current directory) ----
+run_native() { sh -c "$1"; }
+run_brokered() { "$BRK" run -c "$1" </dev/null; }
+run_bwrap() { bwrap --ro-bind / / --bind "$WS" "$WS" --dev /dev --proc /proc --chdir "$WS" sh -c "$1"; }
+run_strace() { strace -f -o /dev/null sh -c "$1"; }
+run_codex() { codex sandbox -c 'sandbox_mode="workspace-write"' -- sh -c "$1" </dev/null; }
+run_srt() { srt -s "$work/srt-settings.json" -c "$1" </dev/null; }
+
+want() { [ -z "$2" ] || [[ ",$2," == *",$1,"* ]]; }
+runners=(native)
+for r in brokered bwrap strace codex srt; do
+	want "$r" "$ONLY_P" || continue
+	case $r in
+	brokered) ok=1 ;;
+	bwrap | strace | codex | srt) command -v "$r" >/dev/null && ok=1 || ok=0 ;;
+	esac
+	if [ $ok = 1 ]; then # must work here, with a write in the workspace
+		mkdir -p "$WS" && cd "$WS" || exit 1
+		if ! "run_$r" 'echo ok > probe && test -s probe' >/dev/null 2>>"$errlog"; then
+			echo "peers: $r does not work on this machine, left out (see $errlog)" >&2
+			ok=0
+		fi
+		cd "$work" && rm -rf "$WS" "$XDG_STATE_HOME"
+	else
+		echo "peers: $r not installed, left out (bench/install-peers.sh)" >&2
+	fi
+	[ $ok = 1 ] && runners+=("$r")
+done
+
+version() {
+	case $1 in
+	native) echo "$(uname -sr)" ;;
+	brokered) echo "$(git -C "$top" describe --always --dirty 2>/dev/null)" ;;
+	bwrap) bwrap --version 2>/dev/null | head -1 ;;
+	strace) strace -V 2>/dev/null | head -1 ;;
+	codex) codex --version 2>/dev/null | head -1 ;;
+	srt) echo "srt $(srt --version 2>/dev/null | head -1)" ;;
+	esac
+}
+{
+	echo "date	$(date -u +%Y-%m-%dT%H:%MZ)"
+	echo "machine	$(uname -r), $(nproc) CPUs, $(df -T "$work" | awk 'NR==2 {print $2}') at $work"
+	echo "runs	$RUNS (start-up: $((RUNS * 4)))"
+	echo "scale	$SCALE"
+	for r in "${runners[@]}"; do echo "version:$r	$(version "$r")"; done
+} >"$out/peers-meta.tsv"
+
+store_bytes() { if [ -d "$XDG_STATE_HOME" ]; then du -sb "$XDG_STATE_HOME" | cut -f1; else echo 0; fi; }
+
+# audit_summary LOG...: lines, sum of us=, median us=, and per op "op:count:sum_us,..."
+audit_summary() {
+	local med
+	med=$(cat "$@" 2>/dev/null | grep -o ' us=[0-9]*' | cut -d= -f2 | sort -n | awk '{a[NR]=$1} END {print NR ? a[int((NR+1)/2)] : 0}')
+	cat "$@" 2>/dev/null | awk -v med="$med" '
+	     { u = 0; o = "?"
+	       for (i = 1; i <= NF; i++) { if ($i ~ /^us=/) u = substr($i, 4); if ($i ~ /^op=/) o = substr($i, 4) }
+	       n++; s += u; c[o]++; t[o] += u }
+	     END { if (!n) { print "0\t0\t0\t-"; exit }
+	           ops = ""
+	           for (o in c) ops = ops (ops ? "," : "") o ":" c[o] ":" t[o]
+	           printf "%d\t%d\t%d\t%s\n", n, s, med, ops }'
+}
+
+raw=$out/peers.tsv
+brk=$out/peers-brokered.tsv
+printf 'workload\trunner\trun\tseconds\tstatus\n' >"$raw"
+printf 'workload\tdesc\ttarget\trss_kb\tstore_bytes\taudit_lines\taudit_us_sum\taudit_us_median\taudit_ops\tprobe_seconds\n' >"$brk"
+
+reset_ws() { # reset_ws TEMPLATE
+	cd "$work" || exit 1
+	rm -rf "$WS"
+	cp -a "$1" "$WS"
+	if declare -F w_reset >/dev/null; then w_reset "$1" "$WS"; fi
+	sync
+}
+
+t_start=$EPOCHREALTIME
+# warm-up: page cache of every runner's binaries
+mkdir -p "$WS" && cd "$WS" && for r in "${runners[@]}"; do "run_$r" true >/dev/null 2>&1; done
+cd "$work" && rm -rf "$WS" "$XDG_STATE_HOME"
+
+for wf in "$top"/bench/workloads/[0-9]*.sh; do
+	unset -f w_prepare w_reset
+	# shellcheck source=/dev/null
+	. "$top/bench/workloads/common.sh"
+	# shellcheck source=/dev/null
+	. "$wf"
+	want "$W_NAME" "$ONLY_W" || continue
+	tmpl=$work/tmpl-$W_NAME
+	printf 'peers: %-11s preparing ... ' "$W_NAME" >&2
+	w_prepare "$tmpl" || { echo "peers: preparing $W_NAME failed" >&2; exit 1; }
+	runs=$RUNS
+	[ "$W_NAME" = startup ] && runs=$((RUNS * 4))
+	printf '%d runs x %d runners\n' "$runs" "${#runners[@]}" >&2
+	sizes=()
+	for ((k = 1; k <= runs; k++)); do
+		for r in "${runners[@]}"; do
+			reset_ws "$tmpl"
+			rm -rf "$XDG_STATE_HOME"
+			s0=$(store_bytes)
+			cd "$WS" || exit 1
+			echo "== $W_NAME $r run $k" >>"$errlog"
+			t0=$EPOCHREALTIME
+			"run_$r" "$W_CMD" >/dev/null 2>>"$errlog"
+			rc=$?
+			t1=$EPOCHREALTIME
+			cd "$work" || exit 1
+			[ "$r" = brokered ] && sizes+=($(($(store_bytes) - s0)))
+			printf '%s\t%s\t%d\t%s\t%d\n' "$W_NAME" "$r" "$k" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }')" "$rc" >>"$raw"
+			[ $rc = 0 ] || echo "peers: $W_NAME under $r exited $rc (see $errlog)" >&2
+		done
+	done
+	# probe: one more brokered run, untimed by the table, for the supervisor's peak RSS and the audit log
+	rss=0 store=0 audit="0	0	0	-"
+	if [[ " ${runners[*]} " == *" brokered "* ]]; then
+		reset_ws "$tmpl"
+		rm -rf "$XDG_STATE_HOME"
+		cd "$WS" || exit 1
+		t0=$EPOCHREALTIME
+		BENCH_HWM_OUT=$work/hwm.txt LD_PRELOAD=$work/hwm.so "$BRK" run -c "$W_CMD" </dev/null >/dev/null 2>>"$errlog"
+		t1=$EPOCHREALTIME
+		cd "$work" || exit 1
+		rss=$(cat "$work/hwm.txt" 2>/dev/null || echo 0)
+		store=$(printf '%s\n' "${sizes[@]}" | sort -n | awk '{a[NR]=$1} END {print NR ? a[int((NR+1)/2)] : 0}')
+		audit=$(audit_summary "$XDG_STATE_HOME"/brokered/sessions/*/audit.log)
+		if [ $KEEP = 1 ]; then cp "$XDG_STATE_HOME"/brokered/sessions/*/audit.log "$work/audit-$W_NAME.log" 2>/dev/null; fi
+	fi
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$W_NAME" "$W_DESC" "$W_TARGET" "$rss" "$store" "$audit" \
+		"$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }')" >>"$brk"
+	rm -rf "$WS" "$XDG_STATE_HOME"
+	[ $KEEP = 1 ] || rm -rf "$tmpl"
+done
+awk -v a="$t_start" -v b="$EPOCHREALTIME" 'BEGIN { printf "peers: done in %.0f s\n", b - a }' >&2
+
+"$PY" "$top/bench/plot.py" "$out"
