@@ -28,6 +28,7 @@
 #include "basic/json-write.h"
 #include "basic/kernel-compat.h"
 #include "basic/macro.h"
+#include "basic/user-util.h"
 #include "basic/path-util.h"
 #include "basic/strbuf.h"
 #include "broker.h"
@@ -536,11 +537,7 @@ static int setup(struct run_ctx *c)
 		log_error("The workspace \"%s\" is not a directory", c->workspace);
 		return -ENOTDIR;
 	}
-	const char *home = getenv("HOME");
-	if (!home || home[0] != '/') {
-		struct passwd *pw = getpwuid(getuid());
-		home = pw ? pw->pw_dir : NULL;
-	}
+	const char *home = user_home();
 	/* The policy compares real paths: a home reached through a symlink must match too. */
 	c->home_real = home ? realpath(home, NULL) : NULL;
 	c->home = c->home_real ? c->home_real : home;
@@ -584,11 +581,7 @@ static int setup(struct run_ctx *c)
 
 	if ((r = store_state_dir(&c->state_dir)) < 0)
 		return log_error_errno(r, "Failed to create the state directory: %m");
-	char *state_real = realpath(c->state_dir, NULL);
-	if (state_real) {
-		free(c->state_dir);
-		c->state_dir = state_real;
-	}
+
 	if (o->session) {
 		if (!store_id_valid(o->session)) {
 			log_error("Invalid session id \"%s\"", o->session);

@@ -12,6 +12,7 @@
 
 #include "audit.h"
 #include "basic/macro.h"
+#include "basic/user-util.h"
 #include "basic/strbuf.h"
 #include "broker.h"
 #include "cli.h"
@@ -47,12 +48,9 @@ int session_open(const struct session_options *o, struct session **ret, char **r
 			      o->workspace ? o->workspace : ".");
 		goto fail;
 	}
-	const char *home = getenv("HOME");
-	if (!home || home[0] != '/') {
-		struct passwd *pw = getpwuid(getuid());
-		home = pw ? pw->pw_dir : NULL;
-	}
-	if (home && !(s->home = strdup(home))) {
+	/* Real paths, as the policy compares them (a home reached through a symlink too). */
+	const char *home = user_home();
+	if (home && !(s->home = realpath(home, NULL)) && !(s->home = strdup(home))) {
 		r = -ENOMEM;
 		goto fail;
 	}

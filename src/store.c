@@ -25,6 +25,7 @@
 
 #include "basic/escape.h"
 #include "basic/macro.h"
+#include "basic/user-util.h"
 #include "basic/parse-util.h"
 #include "basic/path-util.h"
 #include "basic/strbuf.h"
@@ -85,12 +86,8 @@ int store_state_dir(char **ret)
 	if (x && x[0] == '/') {
 		r = strbuf_appends(&sb, x);
 	} else {
-		const char *home = getenv("HOME");
-		if (!home || home[0] != '/') {
-			struct passwd *pw = getpwuid(getuid());
-			home = pw ? pw->pw_dir : NULL;
-		}
-		if (!home || home[0] != '/')
+		const char *home = user_home();
+		if (!home)
 			return -ENOENT;
 		r = strbuf_printf(&sb, "%s/.local/state", home);
 	}
@@ -101,6 +98,13 @@ int store_state_dir(char **ret)
 	if (r < 0) {
 		strbuf_free(&sb);
 		return r;
+	}
+	/* The real path: policies compare real paths (an XDG_STATE_HOME through a symlink). */
+	char *real = realpath(sb.buf, NULL);
+	if (real) {
+		strbuf_free(&sb);
+		*ret = real;
+		return 0;
 	}
 	*ret = strbuf_steal(&sb);
 	return *ret ? 0 : -ENOMEM;

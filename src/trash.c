@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "basic/macro.h"
+#include "basic/user-util.h"
 #include "basic/path-util.h"
 
 #define TRASHINFO_MAX  (64 * 1024)
@@ -144,12 +145,8 @@ int trash_home_dir(char **ret)
 	if (xdg && xdg[0] == '/') {
 		strbuf_printf(&sb, "%s/Trash", xdg);
 	} else {
-		const char *home = getenv("HOME");
-		if (!home || home[0] != '/') {
-			struct passwd *pw = getpwuid(getuid());
-			home = pw ? pw->pw_dir : NULL;
-		}
-		if (!home || home[0] != '/')
+		const char *home = user_home();
+		if (!home)
 			return -ENOENT;
 		strbuf_printf(&sb, "%s/.local/share/Trash", home);
 	}

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "json.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <locale.h>
@@ -123,35 +124,6 @@ static void value_freep(struct json_value **v)
 
 /* ---- strings ---- */
 
-/* Length of a valid UTF-8 sequence at s (2..4 bytes, s[0] >= 0x80), or 0. */
-static size_t utf8_valid_len(const unsigned char *s, size_t n)
-{
-	unsigned char c = s[0];
-	size_t len;
-	uint32_t cp;
-	if ((c & 0xe0) == 0xc0) {
-		len = 2;
-		cp = c & 0x1f;
-	} else if ((c & 0xf0) == 0xe0) {
-		len = 3;
-		cp = c & 0x0f;
-	} else if ((c & 0xf8) == 0xf0) {
-		len = 4;
-		cp = c & 0x07;
-	} else
-		return 0;
-	if (len > n)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
 
 static int hex4(struct parser *p, size_t at, uint32_t *ret)
 {
@@ -285,7 +257,7 @@ static int parse_string_raw(struct parser *p, char **ret, size_t *ret_len)
 			return fail(p, "control character in string");
 		size_t len = 1;
 		if (c >= 0x80 && !(p->flags & JSON_ALLOW_RAW_BYTES)) {
-			len = utf8_valid_len((const unsigned char *)p->buf + p->pos, p->n - p->pos);
+			len = utf8_seq_len((const unsigned char *)p->buf + p->pos, p->n - p->pos);
 			if (len == 0)
 				return fail(p, "invalid UTF-8 in string");
 		}
