@@ -645,7 +645,6 @@ static void child_loop(const char *sd, int explicit_turn, int k, int ready_fd)
 	if (store_open(sd, "kill", &s) < 0 ||
 	    store_turn_join_or_begin(s, &opts, "child", "child", &t, &owned) < 0)
 		_exit(1);
-	(void)!write(ready_fd, "x", 1);
 	for (int i = 0;; i++) {
 		char name[32], data[64];
 		snprintf(name, sizeof name, "f%d", i % 50);
@@ -654,6 +653,9 @@ static void child_loop(const char *sd, int explicit_turn, int k, int ready_fd)
 			op_unlink(t, name);
 		else
 			op_write(t, name, data);
+		/* ready once something is recorded: a run's own turn exists on disk from then on */
+		if (i == 0)
+			(void)!write(ready_fd, "x", 1);
 		if (explicit_turn && i >= 200)
 			break;
 	}
