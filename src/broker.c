@@ -822,8 +822,12 @@ static int do_unlink(struct broker *b, const struct broker_req *q, struct broker
 			return 0;
 		}
 	}
+	/* A file is kept by a hard link in the store (no copy), recorded and flushed, and only
+	 * then unlinked here: a broker killed at any point leaves it either in place or in the
+	 * store with its record. */
 	bool consumed = false;
-	r = broker_before_change(b, res->parent_fd, res->name, res->real, STORE_CONSUME, &consumed, l);
+	unsigned f = rmdir_ ? STORE_CONSUME : S_ISREG(res->st.st_mode) ? STORE_REPLACE : 0;
+	r = broker_before_change(b, res->parent_fd, res->name, res->real, f, &consumed, l);
 	if (r < 0)
 		return r;
 	if (!consumed && unlinkat(res->parent_fd, res->name, rmdir_ ? AT_REMOVEDIR : 0) < 0)

@@ -93,7 +93,7 @@ static int op_unlink(struct store_turn *t, const char *rel)
 	bool consumed;
 	struct strbuf p = STRBUF_INIT;
 	ws_path(&p, rel);
-	int r = pre(t, rel, STORE_CONSUME, &consumed);
+	int r = pre(t, rel, STORE_REPLACE, &consumed);
 	if (r >= 0 && !consumed && unlink(p.buf) < 0)
 		r = -errno;
 	strbuf_free(&p);
