@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -52,6 +53,8 @@ struct broker {
 	struct broker_prompt *prompts;
 	size_t n_prompts;
 	const char *cur_op; /* the operation being decided, for prompt blocks */
+	dev_t volatile_dev;  /* cache of is_volatile() */
+	int volatile_known;  /* 0 unknown, 1 volatile, -1 persistent */
 	struct broker_door door; /* the socket door's per-request state (the end of this file) */
 };
 
@@ -429,6 +432,25 @@ static void remember_oversize(struct broker *b, const char *path)
 }
 
 /*
+ * A file on tmpfs or ramfs does not survive a crash, so neither needs its pre-image: it is
+ * recorded without waiting for a flush (the record still precedes the change in memory).
+ */
+static bool is_volatile(struct broker *b, int parent_fd)
+{
+	struct stat st;
+	if (fstat(parent_fd, &st) < 0)
+		return false;
+	if (b->volatile_known && st.st_dev == b->volatile_dev)
+		return b->volatile_known > 0;
+	struct statfs sf;
+	bool v = fstatfs(parent_fd, &sf) == 0 &&
+		 (sf.f_type == 0x01021994 /* TMPFS_MAGIC */ || sf.f_type == 0x858458f6 /* RAMFS */);
+	b->volatile_dev = st.st_dev;
+	b->volatile_known = v ? 1 : -1;
+	return v;
+}
+
+/*
  * Every broker path that is about to change or create something at parent_fd/name calls this one
  * function first. Fails closed: if the pre-image cannot be recorded, the change must not happen.
  */
@@ -454,7 +476,7 @@ static int broker_before_change(struct broker *b, int parent_fd, const char *nam
 	switch (res) {
 	case STORE_RESULT_SAVED:
 		b->stats.backups_saved++;
-		r = store_sync(b->turn);
+		r = is_volatile(b, parent_fd) ? store_flush(b->turn) : store_sync(b->turn);
 		if (r < 0) {
 			l->backup = "sync-failed";
 			return r;

@@ -1356,11 +1356,11 @@ out:
 
 /* ---- durability ---- */
 
-static int sync_pending(struct store_turn *t)
+static int sync_pending(struct store_turn *t, bool durable)
 {
 	int r = 0;
 	size_t i;
-	for (i = 0; r >= 0 && i < t->n_pending; i++)
+	for (i = 0; durable && r >= 0 && i < t->n_pending; i++)
 		if (fdatasync(t->pending[i].fd) < 0)
 			r = negative_errno();
 	for (i = 0; r >= 0 && i < t->n_pending; i++) {
@@ -1390,11 +1390,19 @@ static int sync_pending(struct store_turn *t)
 	return r;
 }
 
+int store_flush(struct store_turn *t)
+{
+	if (!t || !t->opts.enabled)
+		return 0;
+	/* Records and objects in place, not yet flushed: a later store_sync() flushes them. */
+	return sync_pending(t, false);
+}
+
 int store_sync(struct store_turn *t)
 {
 	if (!t || !t->opts.enabled)
 		return 0;
-	int r = sync_pending(t);
+	int r = sync_pending(t, true);
 	if (r < 0)
 		return r;
 	if (!t->opts.sync) {
@@ -1702,7 +1710,7 @@ void store_turn_free(struct store_turn *t)
 {
 	if (!t)
 		return;
-	(void)sync_pending(t);
+	(void)sync_pending(t, t->opts.sync);
 	turn_free_fds(t);
 }
 

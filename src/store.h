@@ -98,6 +98,11 @@ int store_preimage(struct store_turn *t, int dirfd, const char *name, const char
  * it once per batch of notifications, before performing any of them (group commit).
  */
 int store_sync(struct store_turn *t);
+/*
+ * Put recorded pre-images in place without waiting for stable storage, for changes to files that
+ * would not survive a crash themselves (tmpfs): the next store_sync() makes them durable too.
+ */
+int store_flush(struct store_turn *t);
 
 /* Counters for the run's summary. */
 struct store_stats {
