@@ -12,13 +12,15 @@
 # (du before/after), and a summary of the audit log's us= field.
 #
 #   bench/peers.sh [-n RUNS] [-q] [-b BROKERED] [-w WORKLOADS] [-p RUNNERS] [-k]
-#     -n RUNS   timed runs per workload and runner (default 5; quick mode 3); start-up does 4x
-#     -q        quick mode: workloads at 1/4 size, 3 runs (about 3 minutes)
+#     -n RUNS   timed runs per workload and runner (default 5; quick mode 3); start-up does 4x (2x)
+#     -q        quick mode: workloads at 1/4 size, 3 runs (under 3 minutes; the full run ~13)
 #     -b PATH   brokered binary (default build/brokered, built with make if missing)
 #     -w LIST   only these workloads, comma-separated names (startup,grep,git-status,untar,sed-i,
 #               rm-rf,build,dd)
 #     -p LIST   only these runners (native,brokered,bwrap,strace,codex,srt); native is always run
 #     -k        keep the work directory (templates, last workspaces, audit logs) for profiling
+#   env: BENCH_TMP=DIR  put workspaces and the store on DIR's file system (default: a tmpfs that
+#                       peers.sh mounts under /var/tmp as root, else /var/tmp itself)
 #
 # Output: a table on stdout, bench/out/peers.md, bench/out/peers.png (bench/plot.py), raw numbers
 # in bench/out/peers.tsv and bench/out/peers-brokered.tsv. Not a test: the numbers depend on the
@@ -38,7 +40,7 @@ while getopts n:qb:w:p:kh o; do
 	*) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
 	esac
 done
-if [ $QUICK = 1 ]; then SCALE=0.25; RUNS=${RUNS:-3}; else SCALE=1; RUNS=${RUNS:-5}; fi
+if [ $QUICK = 1 ]; then SCALE=0.25 RUNS=${RUNS:-3} STARTUP_X=2; else SCALE=1 RUNS=${RUNS:-5} STARTUP_X=4; fi
 export SCALE
 
 if [ -z "$BRK" ]; then
@@ -62,10 +64,24 @@ fi
 [ -n "$PY" ] || PY=$(command -v python3 || echo /usr/bin/python3) # table only; plot.py falls back to gnuplot
 
 mkdir -p "$out"
-work=$(mktemp -d "${BENCH_TMP:-/var/tmp}/brokered-peers.XXXXXX")
+# A tmpfs of its own by default (as root): the workloads then measure the cost of interception,
+# not the disk (this machine's ext4 is mounted with `discard`, which makes rm -rf I/O-bound and
+# noisy, and resetting 20k-file trees on it would not fit the time budget). Not /dev/shm: the
+# sandboxes mount a fresh /dev. fsync is free on tmpfs, so the store's fdatasync of pre-images costs
+# nothing here: BENCH_TMP=/var/tmp (or any directory) runs everything on that file system instead.
+work=$(mktemp -d "${BENCH_TMP:-/var/tmp}/brokered-peers.XXXXXX") || exit 1
+fs=disk
+if [ -z "${BENCH_TMP:-}" ] && [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=12g,mode=0755 brokered-peers "$work" 2>/dev/null; then
+	fs=tmpfs
+fi
 WORK=$work
 export WORK
-cleanup() { cd /; if [ $KEEP = 1 ]; then echo "peers: kept $work" >&2; else rm -rf "$work"; fi; }
+cleanup() {
+	cd / || return
+	if [ $KEEP = 1 ]; then echo "peers: kept $work ($fs)" >&2; return; fi
+	[ $fs = tmpfs ] && umount "$work"
+	rm -rf "$work"
+}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 export XDG_STATE_HOME=$work/state
@@ -73,6 +89,9 @@ WS=$work/ws
 errlog=$out/peers-errors.log
 : >"$errlog"
 cc -O2 -shared -fPIC -o "$work/hwm.so" "$top/bench/workloads/hwm.c" || exit 1
+# a copy of the binary, so that a rebuild while the benchmark runs cannot change it midway
+BRK_SRC=$BRK
+cp "$BRK" "$work/brokered" && BRK=$work/brokered
 printf '{"filesystem":{"denyRead":[],"allowWrite":["%s"],"denyWrite":[]},"network":{"allowedDomains":[],"deniedDomains":[]}}\n' \
 	"$WS" >"$work/srt-settings.json"
 
@@ -108,7 +127,7 @@ done
 version() {
 	case $1 in
 	native) echo "$(uname -sr)" ;;
-	brokered) echo "$(git -C "$top" describe --always --dirty 2>/dev/null)" ;;
+	brokered) echo "$(git -C "$top" describe --always --dirty 2>/dev/null) ($BRK_SRC, $(stat -c %y "$BRK_SRC" | cut -d. -f1))" ;;
 	bwrap) bwrap --version 2>/dev/null | head -1 ;;
 	strace) strace -V 2>/dev/null | head -1 ;;
 	codex) codex --version 2>/dev/null | head -1 ;;
@@ -118,7 +137,7 @@ version() {
 {
 	echo "date	$(date -u +%Y-%m-%dT%H:%MZ)"
 	echo "machine	$(uname -r), $(nproc) CPUs, $(df -T "$work" | awk 'NR==2 {print $2}') at $work"
-	echo "runs	$RUNS (start-up: $((RUNS * 4)))"
+	echo "runs	$RUNS (start-up: $((RUNS * STARTUP_X)))"
 	echo "scale	$SCALE"
 	for r in "${runners[@]}"; do echo "version:$r	$(version "$r")"; done
 } >"$out/peers-meta.tsv"
@@ -168,7 +187,7 @@ for wf in "$top"/bench/workloads/[0-9]*.sh; do
 	printf 'peers: %-11s preparing ... ' "$W_NAME" >&2
 	w_prepare "$tmpl" || { echo "peers: preparing $W_NAME failed" >&2; exit 1; }
 	runs=$RUNS
-	[ "$W_NAME" = startup ] && runs=$((RUNS * 4))
+	[ "$W_NAME" = startup ] && runs=$((RUNS * STARTUP_X))
 	printf '%d runs x %d runners\n' "$runs" "${#runners[@]}" >&2
 	sizes=()
 	for ((k = 1; k <= runs; k++)); do
