@@ -65,7 +65,7 @@ static int serve_enable(void *userdata, const struct ipc_json_req *req, char **r
 	    .enabled = s->settings->backup_enabled,
 	    .max_size_bytes = s->settings->backup_max_size_mb * 1024 * 1024,
 	    .deny_oversize = s->settings->backup_deny_oversize,
-	    .sync = true,
+	    .sync = s->settings->backup_sync,
 	};
 	if (req->has_max_size_mb)
 		so.max_size_bytes = store_clamp_max_size_mb(req->max_size_mb, true) * 1024 * 1024;

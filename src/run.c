@@ -638,8 +638,9 @@ static int setup(struct run_ctx *c)
 		.enabled = c->settings->backup_enabled,
 		.max_size_bytes = c->settings->backup_max_size_mb * 1024 * 1024,
 		.deny_oversize = c->settings->backup_deny_oversize,
-		.sync = true,
+		.sync = c->settings->backup_sync,
 	};
+	store_set_durable(c->settings->backup_sync);
 	strbuf_reset(&sb);
 	strbuf_printf(&sb, "%s/audit.log", store_session_dir(c->store));
 	c->audit_path = strbuf_steal(&sb);

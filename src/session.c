@@ -106,6 +106,7 @@ int session_open(const struct session_options *o, struct session **ret, char **r
 		}
 		strbuf_free(&sb);
 	}
+	store_set_durable(s->settings->backup_sync);
 	if ((r = store_open(s->state_dir, s->id, &s->store)) < 0) {
 		set_error(ret_error, r, "Failed to open the backup store of session \"%s\"", s->id);
 		goto fail;
@@ -148,7 +149,7 @@ int session_ensure_turn(struct session *s, const char *message)
 	    .enabled = s->settings->backup_enabled,
 	    .max_size_bytes = s->settings->backup_max_size_mb * 1024 * 1024,
 	    .deny_oversize = s->settings->backup_deny_oversize,
-	    .sync = true,
+	    .sync = s->settings->backup_sync,
 	};
 	int r = store_turn_join_or_begin(s->store, &so, "serve", message, &s->turn, &s->turn_owned);
 	if (r < 0)

@@ -25,6 +25,7 @@ enum {
 	SET_MAX_SIZE = 1u << 2,
 	SET_DENY_OVERSIZE = 1u << 3,
 	SET_DELETE_MODE = 1u << 4,
+	SET_SYNC = 1u << 5,
 };
 
 /* One file being loaded: its values go into a scratch struct settings, merged on success. */
@@ -73,6 +74,7 @@ static void settings_defaults(struct settings *s)
 	*s = (struct settings){
 	    .sandbox_enabled = true,
 	    .backup_enabled = true,
+	    .backup_sync = true,
 	    .backup_max_size_mb = SETTINGS_MAX_SIZE_MB_DEFAULT,
 	};
 }
@@ -428,6 +430,8 @@ static int apply_leaf(struct loader *l, const char *key, const struct json_value
 		return apply_bool(l, key, v, SET_DENY_OVERSIZE, &s->backup_deny_oversize);
 	if (strcmp(key, "sandbox.deleteMode") == 0)
 		return apply_delete_mode(l, key, v);
+	if (strcmp(key, "sandbox.fileBackup.sync") == 0)
+		return apply_bool(l, key, v, SET_SYNC, &s->backup_sync);
 	if (strcmp(key, "sandbox.fileBackup.maxSizeMB") == 0 ||
 	    strcmp(key, "fileBackupMaxSizeMB") == 0)
 		return apply_max_size(l, key, v);
@@ -514,6 +518,8 @@ static int merge(struct settings *dst, struct settings *src, unsigned present)
 		dst->backup_deny_oversize = src->backup_deny_oversize;
 	if (present & SET_DELETE_MODE)
 		dst->delete_to_trash = src->delete_to_trash;
+	if (present & SET_SYNC)
+		dst->backup_sync = src->backup_sync;
 	return 0;
 }
 

@@ -16,6 +16,8 @@
  *                                   that is no number is ignored with a warning; a fraction is
  *                                   rounded down (then clamped).
  *   sandbox.fileBackup.denyOversize bool, default false (ours: deny changes to files over the size)
+ *   sandbox.fileBackup.sync         bool, default true: each pre-image reaches stable storage before
+ *                                   its change (false: faster, a power loss can lose the newest)
  *   sandbox.deleteMode              "unlink" (default) or "trash": intercepted deletes go to the
  *                                   freedesktop.org trash (ours)
  *   sandbox.fileSafety.allowlist    [pattern]: {path, write+delete+metadata, allow}
@@ -66,6 +68,7 @@ struct settings {
 	uint64_t backup_max_size_mb; /* already clamped */
 	bool backup_deny_oversize;
 	bool delete_to_trash; /* sandbox.deleteMode: "trash" */
+	bool backup_sync;     /* sandbox.fileBackup.sync, default true */
 	struct settings_rule *rules; /* in precedence order: later entries win ties */
 	size_t n_rules;
 	char **warnings; /* "FILE: unknown key \"sandbox.foo\"", ... for the caller to print */

@@ -153,8 +153,18 @@ static int open_dir_at(int dirfd, const char *name)
 	return fd < 0 ? negative_errno() : fd;
 }
 
+/* Off when the user chose speed over crash-safety (sandbox.fileBackup.sync = false). */
+static bool store_durable = true;
+
+void store_set_durable(bool durable)
+{
+	store_durable = durable;
+}
+
 int store_fsync_dirfd(int fd)
 {
+	if (!store_durable)
+		return 0;
 	return fsync(fd) < 0 ? negative_errno() : 0;
 }
 
@@ -221,7 +231,7 @@ static int write_file_atomic_at(int dirfd, const char *name, const char *data, s
 	r = write_all(fd, data, n);
 	if (r >= 0 && fchmod(fd, 0600) < 0)
 		r = negative_errno();
-	if (r >= 0 && fsync(fd) < 0)
+	if (r >= 0 && store_durable && fsync(fd) < 0)
 		r = negative_errno();
 	safe_close(fd);
 	if (r >= 0 && renameat(dirfd, tmp, dirfd, name) < 0)

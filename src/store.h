@@ -33,6 +33,9 @@ struct store_options {
 #define STORE_MAX_SIZE_MB_DEFAULT 10
 uint64_t store_clamp_max_size_mb(int64_t mb, bool present);
 
+/* Flush the store's own files (turn metadata, directories) to stable storage; default on. */
+void store_set_durable(bool durable);
+
 /* $XDG_STATE_HOME/brokered (or ~/.local/state/brokered), created 0700. Caller frees. */
 int store_state_dir(char **ret);
 /* Validate a session or turn id (printable, no '/', bounded). */

@@ -11,6 +11,9 @@
 
 set -u
 : "${BROKERED:?BROKERED must point at the brokered binary}"
+# The system's tools, not a per-user shim (pyenv's python3 shim costs half a second a call).
+PATH=$(printf '%s' "$PATH" | tr ':' '\n' | grep -v '/\.pyenv/' | paste -sd: -)
+export PATH
 BROKERED=$(readlink -f "$BROKERED")
 _n=0
 _failed=0
@@ -20,6 +23,14 @@ chmod 755 "$TEST_DIR"
 export XDG_STATE_HOME="$TEST_DIR/state"
 export XDG_CONFIG_HOME="$TEST_DIR/config"
 mkdir -p "$XDG_STATE_HOME" "$XDG_CONFIG_HOME"
+# Pre-images are not flushed to stable storage (sandbox.fileBackup.sync=false): that cannot be
+# observed without a power loss, and the flushes of many parallel scripts on one disk dominate
+# the run time. The store's own scripts (t03*) and unit tests keep the durable path
+# (BROKERED_TEST_DURABLE=1 before sourcing this file).
+if [ -z "${BROKERED_TEST_DURABLE:-}" ]; then
+	mkdir -p "$XDG_CONFIG_HOME/brokered"
+	echo '{"sandbox": {"fileBackup": {"sync": false}}}' >"$XDG_CONFIG_HOME/brokered/settings.json"
+fi
 WS="$TEST_DIR/ws"
 mkdir -p "$WS"
 cd "$WS" || exit 1
@@ -192,10 +203,43 @@ fingerprint_any() {
 	fi
 }
 
-# tree_snapshot_any DIR: tree_snapshot with fingerprint_any (safe on FIFOs)
+# tree_snapshot_any DIR: what tree_snapshot with fingerprint_any says (type, mode, content hash,
+# link target, device numbers; safe on FIFOs), in one process instead of several per path.
 tree_snapshot_any() {
-	(cd "$1" && find . -mindepth 1 -not -path './.brokered*' -print0 | sort -z |
-		while IFS= read -r -d '' p; do printf '%q ' "$p"; fingerprint_any "$p"; done)
+	"${BRK_PY:-/usr/bin/python3}" - "$1" <<'PYEOF'
+import hashlib, os, stat, sys
+top = sys.argv[1]
+out = []
+for dirpath, dirs, files in os.walk(top):
+    rel_dir = os.path.relpath(dirpath, top)
+    if rel_dir == ".":  # like find's -not -path './.brokered*': top-level .brokered* only
+        dirs[:] = [d for d in dirs if not d.startswith(".brokered")]
+        files = [f for f in files if not f.startswith(".brokered")]
+    for name in dirs + files:
+        rel = os.path.normpath(os.path.join(rel_dir, name))
+        p = os.path.join(dirpath, name)
+        st = os.lstat(p)
+        m = "%o" % stat.S_IMODE(st.st_mode)
+        if stat.S_ISLNK(st.st_mode):
+            f = "L " + os.fsdecode(os.readlink(p))
+        elif stat.S_ISDIR(st.st_mode):
+            f = "D " + m
+        elif stat.S_ISREG(st.st_mode):
+            h = hashlib.sha256()
+            with open(p, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(chunk)
+            f = "F %s %s" % (m, h.hexdigest())
+        elif stat.S_ISFIFO(st.st_mode):
+            f = "P " + m
+        elif stat.S_ISSOCK(st.st_mode):
+            f = "S " + m
+        else:
+            f = "N %s %x:%x" % (m, os.major(st.st_rdev), os.minor(st.st_rdev))
+        out.append((os.fsencode(rel), repr(os.fsencode(rel))[2:-1] + " " + f))
+for _, line in sorted(out):
+    print(line)
+PYEOF
 }
 
 # twin_check DESC SETUP CMD...: make two fresh copies of a workspace, $TEST_DIR/twin/N/native and

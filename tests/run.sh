@@ -101,22 +101,43 @@ if [ $# -gt 0 ]; then scripts=("$@"); else
 	for s in tests/e2e/t[0-9]*.sh; do scripts+=("$s"); done
 fi
 
+# Jobs: every script with the release build as root and as the unprivileged user, and with the
+# sanitizer build as root; run in parallel (BROKERED_TEST_JOBS, default: cores + 1), reported in order.
+jobs=${BROKERED_TEST_JOBS:-$(($(nproc) + 1))}
+job_names=() job_logs=()
+san_env=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1)
+start_job() { # start_job NAME LOG COMMAND...
+	local name=$1 log=$2
+	shift 2
+	while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n 2>/dev/null || true; done
+	job_names+=("$name") job_logs+=("$log")
+	(
+		t0=$(date +%s)
+		timeout 900 "$@" >"$log" 2>&1 </dev/null
+		echo "$? $(($(date +%s) - t0))" >"$log.rc"
+	) &
+}
 for build in build build-san; do
 	bin="$stage/$build/brokered"
 	[ -x "$bin" ] || continue
-	echo "== end-to-end tests: $build"
 	for s in "${scripts[@]}"; do
 		name=$(basename "$s" .sh)
-		san_env=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1)
-		run_one "$build/$name (uid $(id -u))" "$log_dir/$build-$name-root.log" \
+		start_job "$build/$name (uid $(id -u))" "$log_dir/$build-$name-root.log" \
 			env "${san_env[@]}" BROKERED="$bin" HELPERS="$stage/$build/helpers" bash "$stage/tests/e2e/$name.sh"
-		if [ -n "$as_user" ]; then
-			run_one "$build/$name ($as_user)" "$log_dir/$build-$name-user.log" \
+		if [ -n "$as_user" ] && [ "$build" = build ]; then
+			start_job "$build/$name ($as_user)" "$log_dir/$build-$name-user.log" \
 				runuser -u "$as_user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$(getent passwd "$as_user" | cut -d: -f6)" \
-				CI="${CI:-}" LANG=C.UTF-8 "${san_env[@]}" BROKERED="$bin" HELPERS="$stage/$build/helpers" \
+				CI="${CI:-}" LANG=C.UTF-8 "${san_env[@]}" BROKERED="$bin" HELPERS="$stage/build/helpers" \
 				bash "$stage/tests/e2e/$name.sh"
 		fi
 	done
+done
+wait
+echo "== end-to-end tests ($jobs at a time)"
+for i in "${!job_names[@]}"; do
+	log=${job_logs[$i]}
+	read -r st secs <"$log.rc" 2>/dev/null || { st=1; secs=?; }
+	tally "${job_names[$i]} [${secs}s]" "$log" "$st"
 done
 rm -rf "$stage"
 

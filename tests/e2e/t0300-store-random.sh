@@ -2,6 +2,7 @@
 # Issue 3: random destructive workloads (every operation, by shell builtins, coreutils, a static
 # busybox, python and perl) under `brokered run`; `brokered undo` puts the workspace back exactly as
 # it was (file set, types, contents, modes, symlink targets, mtimes and link counts of files).
+BROKERED_TEST_DURABLE=1
 . "$(dirname "$0")/../lib.sh"
 require_core
 need python3 perl

@@ -2,6 +2,7 @@
 # Issue 3: the broker is killed (SIGKILL) while a destructive workload runs. Nothing is lost: `log`
 # shows the turn as open/interrupted, `undo ID` puts the tree back as it was before the run, and
 # `turn commit --turn ID` commits the interrupted turn (which can then be undone as well).
+BROKERED_TEST_DURABLE=1
 . "$(dirname "$0")/../lib.sh"
 require_core
 need python3 perl

@@ -3,6 +3,7 @@
 # one undo, undo of an undo, restore of one path, restore and undo over a path changed after the turn
 # (refused without --force when not on a terminal, done with it), diff, --json of log and show,
 # the documented option order, gc.
+BROKERED_TEST_DURABLE=1
 . "$(dirname "$0")/../lib.sh"
 require_core
 need python3 perl

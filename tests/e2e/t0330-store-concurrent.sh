@@ -2,6 +2,7 @@
 # Issue 3: concurrent runs of one session. Two `brokered run --session S` at once each get a turn
 # of their own, the store stays readable, and undoing both puts the tree back; two runs at once
 # inside one `turn begin` … `turn commit` are undone together by one undo.
+BROKERED_TEST_DURABLE=1
 . "$(dirname "$0")/../lib.sh"
 require_core
 need python3

@@ -2,6 +2,7 @@
 # Issue 3: sandbox.fileBackup settings — maxSizeMB (a larger file is changed with a warning naming
 # it and `show` marks it not backed up), denyOversize (the change fails with a permission error and
 # the file is untouched), enabled=false (changes happen, no pre-images are recorded).
+BROKERED_TEST_DURABLE=1
 . "$(dirname "$0")/../lib.sh"
 require_core
 need python3

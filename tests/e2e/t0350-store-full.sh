@@ -2,6 +2,7 @@
 # Issue 3: a full store. With the store on a 2 MiB tmpfs, a change whose backup does not fit fails
 # cleanly (the command sees an error, the file is untouched) and nothing is lost: undo of the run
 # puts back every file that was changed. Needs root (mount); skipped otherwise.
+BROKERED_TEST_DURABLE=1
 . "$(dirname "$0")/../lib.sh"
 require_core
 [ "$(id -u)" -eq 0 ] || skip_all "mounting a small tmpfs for the store needs root (uid $(id -u))"

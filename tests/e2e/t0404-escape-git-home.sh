@@ -41,7 +41,7 @@ hook_attempt() { # hook_attempt DESC SHELL-SNIPPET
 	# or changed: every hook git would run afterwards is one that was there, unchanged.
 	local extra
 	extra=$(comm -13 <(printf '%s\n' "$before" | sort) <(printf '%s\n' "$after" | sed '/^$/d' | sort))
-	is "$extra" "" "git hooks: $1: no hook added or changed
+	is "$extra" "" "git hooks: $1: no hook added or changed"
 }
 hook_attempt "write .git/hooks/pre-commit" 'printf "#!/bin/sh\necho evil\n" > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit'
 hook_attempt "overwrite an existing hook" 'echo "echo evil" >> .git/hooks/post-checkout'
