@@ -1,10 +1,10 @@
 W_NAME=build
-W_DESC="build: make -j2 of $(n 40) C files + link"
+W_DESC="build: make -j2 of $(n 30) C files + link"
 W_CMD='make -s -j2 >/dev/null'
 W_TARGET='native 1.05'
 w_prepare() {
 	local i k nf
-	nf=$(n 40)
+	nf=$(n 30)
 	mkdir -p "$1/src"
 	for ((i = 0; i < nf; i++)); do
 		{

@@ -9,7 +9,7 @@
 # and prints the report. The profiler's output stays in the work directory it names.
 #
 #   bench/workloads/profile.sh WORKLOAD [perf|stat|callgrind|audit] [SCALE]
-#   e.g. bench/workloads/profile.sh rm-rf perf 0.25
+#   e.g. BENCH_TMP=/mnt/tmpfs bench/workloads/profile.sh rm-rf perf 0.25   (default: /var/tmp, disk)
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 name=${1:?workload name (startup grep git-status untar sed-i rm-rf build dd)}
