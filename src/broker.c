@@ -860,6 +860,45 @@ static int do_unlink(struct broker *b, const struct broker_req *q, struct broker
 
 /* ---- rename ---- */
 
+/*
+ * A directory renamed onto an existing (empty) directory brings every path of its tree into being
+ * below the destination. Those paths did not exist: record them as absent, or undo would restore
+ * the destination directory and leave what the rename put in it.
+ */
+static int record_tree_arrivals(struct broker *b, int src_dirfd, const char *src_name,
+				const char *dst_real, int depth)
+{
+	if (depth > 256)
+		return -ELOOP;
+	int fd = openat(src_dirfd, src_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOTDIR ? 0 : negative_errno();
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return negative_errno();
+	}
+	int r = 0;
+	struct dirent *de;
+	struct strbuf sb = STRBUF_INIT;
+	while (r >= 0 && (de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		strbuf_reset(&sb);
+		if ((r = path_join(dst_real, de->d_name, &sb)) < 0)
+			break;
+		if ((r = store_preimage_absent(b->turn, sb.buf)) < 0)
+			break;
+		if (de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) {
+			_cleanup_free_ char *child = strdup(sb.buf);
+			r = child ? record_tree_arrivals(b, dirfd(d), de->d_name, child, depth + 1) : -ENOMEM;
+		}
+	}
+	strbuf_free(&sb);
+	closedir(d);
+	return r;
+}
+
 static int do_rename(struct broker *b, const struct broker_req *q, struct broker_resp *resp,
 		     struct resolved *res, struct op_log *l)
 {
@@ -892,6 +931,23 @@ static int do_rename(struct broker *b, const struct broker_req *q, struct broker
 		r = -ENOENT;
 		goto out;
 	}
+	/* The kernel's type rules, checked before any pre-image is taken: a rename that fails after
+	 * the target was linked into the store would leave it sharing its inode with the store. */
+	if (!exchange && dst.exists && !(res->st.st_dev == dst.st.st_dev && res->st.st_ino == dst.st.st_ino)) {
+		bool sdir = S_ISDIR(res->st.st_mode), ddir = S_ISDIR(dst.st.st_mode);
+		if (sdir && !ddir) {
+			r = -ENOTDIR;
+			goto out;
+		}
+		if (!sdir && ddir) {
+			r = -EISDIR;
+			goto out;
+		}
+		if (res->st.st_dev != dst.st.st_dev) {
+			r = -EXDEV;
+			goto out;
+		}
+	}
 	if ((r = check_git_guard(b, dst.real, l)) < 0 ||
 	    (exchange && (r = check_git_guard(b, res->real, l)) < 0))
 		goto out;
@@ -921,6 +977,12 @@ static int do_rename(struct broker *b, const struct broker_req *q, struct broker
 	if (d1 == DECIDE_BROKER) {
 		r = broker_before_change(b, res->parent_fd, res->name, res->real,
 					 S_ISDIR(res->st.st_mode) ? STORE_TREE : 0, NULL, l);
+		if (r < 0)
+			goto out;
+	}
+	if (d2 == DECIDE_BROKER && b->turn && b->cfg.backup_enabled && !exchange && dst.exists &&
+	    S_ISDIR(dst.st.st_mode) && S_ISDIR(res->st.st_mode)) {
+		r = record_tree_arrivals(b, res->parent_fd, res->name, dst.real, 0);
 		if (r < 0)
 			goto out;
 	}

@@ -820,14 +820,22 @@ out:
 }
 
 /* Commit the attempt's own turn (a joined turn stays open for its owner). */
-static int attempt_commit(struct attempt *a, const char *msg)
+static int attempt_commit(struct run_ctx *c, struct attempt *a, const char *msg)
 {
 	if (!a->turn_owned || !a->turn)
 		return 0;
+	bool recorded = store_turn_recorded(a->turn);
 	int r = store_turn_commit(a->turn, msg);
 	a->turn = NULL;
+	if (r < 0 && recorded) {
+		/* Once more by id, from the records on disk (a transient failure must not leave the
+		 * turn open). */
+		log_debug_errno(r, "Committing turn %s failed (%m), retrying", a->turn_id);
+		r = store_commit_id(c->store, a->turn_id, msg);
+	}
 	if (r < 0)
-		log_warning_errno(r, "Failed to commit the backup turn (it stays open; `brokered log` lists it): %m");
+		log_warning_errno(r, "Failed to commit the backup turn %s (it stays open; `brokered log` lists it, `brokered turn commit --turn %s` commits it): %m",
+				  a->turn_id, a->turn_id);
 	return r;
 }
 
@@ -956,7 +964,7 @@ int run_command(const struct run_options *o)
 				print_json_report(&c, &a, np ? RUN_EXIT_APPROVAL : ret, n);
 			if (np)
 				ret = RUN_EXIT_APPROVAL;
-			attempt_commit(&a, msg);
+			attempt_commit(&c, &a, msg);
 			phase("turn committed");
 			break;
 		}
@@ -983,7 +991,7 @@ int run_command(const struct run_options *o)
 			else
 				log_error("Hint: to allow them, rerun with --approve PATH[=ACCESS] for each (inside an explicit turn the attempt is not rolled back).");
 			ret = RUN_EXIT_APPROVAL;
-			attempt_commit(&a, msg);
+			attempt_commit(&c, &a, msg);
 			break;
 		}
 		for (size_t i = 0; i < np; i++)
@@ -994,7 +1002,7 @@ int run_command(const struct run_options *o)
 			log_warning("Failed to remember the grants for the session");
 		_cleanup_strbuf_ struct strbuf cm = STRBUF_INIT;
 		strbuf_printf(&cm, "%s (attempt refused, rolled back for approval)", msg);
-		if (attempt_commit(&a, strbuf_cstr(&cm)) < 0 || (recorded && rollback_turn(&c, a.turn_id) < 0)) {
+		if (attempt_commit(&c, &a, strbuf_cstr(&cm)) < 0 || (recorded && rollback_turn(&c, a.turn_id) < 0)) {
 			log_error("Not rerunning: the refused attempt could not be rolled back");
 			goto out;
 		}

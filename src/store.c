@@ -1260,6 +1260,24 @@ static int preimage_file(struct store_turn *t, int dirfd, const char *name, cons
 	return file_copy_in(t, dirfd, name, st, rec);
 }
 
+int store_preimage_absent(struct store_turn *t, const char *path)
+{
+	if (!t || !t->opts.enabled)
+		return 0;
+	if (!path || path[0] != '/')
+		return -EINVAL;
+	if (set_contains(&t->seen, path))
+		return 0;
+	int r;
+	if (t->lazy && (r = turn_materialize(t)) < 0)
+		return r;
+	struct store_record rec = {.path = (char *)path, .call = t->call, .kind = STORE_KIND_ABSENT};
+	if ((r = record_append(t, &rec)) < 0)
+		return r;
+	t->stats.absent++;
+	return set_add(&t->seen, path);
+}
+
 static int preimage_one(struct store_turn *t, int dirfd, const char *name, const char *path,
 			unsigned flags, enum store_result *res, bool *consumed)
 {

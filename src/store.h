@@ -97,6 +97,12 @@ enum store_result {
 int store_preimage(struct store_turn *t, int dirfd, const char *name, const char *path,
 		   unsigned flags, enum store_result *ret_result, bool *ret_consumed);
 /*
+ * Record that path does not exist yet (a path that a rename is about to bring into being below a
+ * directory it replaces). No-op if the path was recorded already in this turn.
+ */
+int store_preimage_absent(struct store_turn *t, const char *path);
+
+/*
  * Durability barrier: every pre-image recorded so far is on stable storage. The supervisor calls
  * it once per batch of notifications, before performing any of them (group commit).
  */

@@ -53,7 +53,10 @@ ok() { # ok CONDITION-EXIT-STATUS DESCRIPTION  (use: ok $? "text" or test ... ; 
 		echo "ok $_n - $*"
 	else
 		echo "not ok $_n - $*"
-		_failed=$((_failed + 1))
+		case "$*" in
+		*"# TODO"*) ;; # a known gap (TAP TODO): reported, not a failure
+		*) _failed=$((_failed + 1)) ;;
+		esac
 	fi
 }
 

@@ -18,7 +18,8 @@ tally() {
 	local p f s
 	p=$(grep -cE '^ok [0-9]+' "$out" | head -1)
 	s=$(grep -cE '^ok [0-9]+ .*# SKIP' "$out" | head -1)
-	f=$(grep -cE '^not ok [0-9]+' "$out" | head -1)
+	# TAP: a failing "# TODO" test is a known gap, not a failure
+	f=$(grep -E '^not ok [0-9]+' "$out" | grep -cv '# TODO' | head -1)
 	if grep -qE '^1\.\.0 # SKIP' "$out"; then s=$((s + 1)); fi
 	p=$((p - s))
 	if [ "$st" -ne 0 ] && [ "$f" -eq 0 ]; then

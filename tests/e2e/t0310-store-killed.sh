@@ -29,7 +29,13 @@ for k in $(seq "$ROUNDS"); do
 	gen_workload "$w" "$seed" 100 0.02 >"$TEST_DIR/$marker.sh"
 	(cd "$w" && exec "$BROKERED" run -m "seed $seed" -- bash "$TEST_DIR/$marker.sh") &
 	pid=$!
-	sleep "0.$((3 + k * 2))"
+	# A run's turn exists once it recorded its first change: wait for that, then a bit more,
+	# so the kill lands in the middle of the workload whatever the machine's load.
+	for _ in $(seq 200); do
+		[ -n "$(cd "$w" && last_turn_id 2>/dev/null)" ] && break
+		sleep 0.05
+	done
+	sleep "0.$((1 + k * 2))"
 	kill -0 "$pid" 2>/dev/null
 	ok $? "seed $seed: workload still running when the broker is killed"
 	kill -9 "$pid"

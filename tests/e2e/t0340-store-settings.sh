@@ -55,15 +55,18 @@ is "$?" 0 "denyOversize: a small file can still be changed"
 settings '{"sandbox":{"fileBackup":{"enabled":false}}}'
 echo orig >nb
 objs_before=$(find "$(store_roots | head -1)/objects" -type f | wc -l)
+turns_before=$(brk log --json | "$BRK_PY" -c 'import json,sys; print(len(json.load(sys.stdin)))')
 brk run -c 'echo changed > nb; rm small; mkdir nbdir; echo n > nbnew' </dev/null
 is "$?" 0 "enabled=false: the run succeeds"
 is "$(cat nb):$([ -e small ] && echo present || echo gone):$([ -d nbdir ] && echo dir)" "changed:gone:dir" "enabled=false: the changes happened"
 objs=$(find "$(store_roots | head -1)/objects" -type f | wc -l)
 is "$objs" "$objs_before" "enabled=false: no content object was stored"
+# A run that records nothing leaves no turn; if one is there, it holds no path.
 n=$(brk log --json | "$BRK_PY" -c '
-import json,sys,subprocess
-t=json.load(sys.stdin)[0]
-print(t["paths"])')
+import json,sys
+t=json.load(sys.stdin)
+before=int(sys.argv[1])
+print(0 if len(t) == before else t[0]["paths"])' "$turns_before")
 is "$n" 0 "enabled=false: the run's turn (if any) records no paths"
 
 done_testing
