@@ -1056,53 +1056,6 @@ static bool same_file(const struct stat *a, const struct stat *b)
 	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
 }
 
-/* The name is being removed and is the file's only link: move it into the store. */
-static int file_move_in(struct store_turn *t, int dirfd, const char *name, const struct stat *st,
-			struct store_record *rec)
-{
-	struct store *s = t->store;
-	_cleanup_free_ char *tmp = NULL;
-	int r = store_random_name("mv-", &tmp);
-	if (r < 0)
-		return r;
-	if (renameat(dirfd, name, s->tmp_fd, tmp) < 0)
-		return negative_errno();
-	struct stat st2;
-	_cleanup_close_ int fd = openat(s->tmp_fd, tmp, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st2) < 0)
-		r = negative_errno();
-	else if (!same_file(st, &st2) || !S_ISREG(st2.st_mode) || st2.st_nlink != 1)
-		r = -EAGAIN; /* swapped under us: put it back, the caller denies */
-	if (r >= 0)
-		r = store_hash_fd(fd, rec->hash);
-	rec->size = r >= 0 ? (uint64_t)st2.st_size : rec->size;
-	_cleanup_close_ int pfd = -1;
-	bool created = false;
-	if (r >= 0 && (r = object_prefix_dir(t, rec->hash, &pfd)) >= 0 &&
-	    !object_present(pfd, rec->hash + 2, rec->size)) {
-		if (renameat(s->tmp_fd, tmp, pfd, rec->hash + 2) < 0)
-			r = negative_errno();
-		else
-			created = true;
-	}
-	rec->moved = true;
-	if (r >= 0)
-		r = record_append(t, rec);
-	if (r < 0) {
-		/* Give the name back; the store holds nothing new. */
-		if (created)
-			(void)renameat2(pfd, rec->hash + 2, dirfd, name, RENAME_NOREPLACE);
-		else
-			(void)renameat2(s->tmp_fd, tmp, dirfd, name, RENAME_NOREPLACE);
-		return r;
-	}
-	if (!created)
-		(void)unlinkat(s->tmp_fd, tmp, 0);
-	else
-		t->stats.bytes_stored += rec->size;
-	return 0;
-}
-
 /*
  * The name is about to be replaced by a rename and is the file's only link: keep the file itself,
  * by a hard link in the store (no copy, no data to flush). Once the rename lands, the store's
@@ -1245,14 +1198,11 @@ static int preimage_file(struct store_turn *t, int dirfd, const char *name, cons
 		return record_append(t, rec);
 	}
 	*res = STORE_RESULT_SAVED;
-	if ((flags & STORE_CONSUME) && st->st_nlink == 1 && st->st_dev == t->store->dev) {
-		int r = file_move_in(t, dirfd, name, st, rec);
-		if (r >= 0)
-			*consumed = true;
-		if (r != -EXDEV)
-			return r;
-	}
-	if ((flags & STORE_REPLACE) && st->st_nlink == 1 && st->st_dev == t->store->dev) {
+	/* A file whose name is about to go (deleted, renamed over) is kept by a hard link, recorded,
+	 * and only then removed by the caller: at no point is it neither in place nor recorded. */
+	(void)consumed;
+	if ((flags & (STORE_CONSUME | STORE_REPLACE)) && st->st_nlink == 1 &&
+	    st->st_dev == t->store->dev) {
 		int r = file_link_in(t, dirfd, name, st, rec);
 		if (r != -EXDEV && r != -EAGAIN && r != -EPERM && r != -EMLINK)
 			return r;

@@ -64,9 +64,9 @@ void store_turn_free(struct store_turn *t);
 
 enum store_flags {
 	/*
-	 * The caller is about to remove this name (unlink, rmdir, rename over it). The store may move
-	 * the file into itself instead of copying it; *ret_consumed then says the name is gone and
-	 * the caller must not remove it again.
+	 * The caller is about to remove this name (unlink, rmdir). A file is kept by a hard link
+	 * where it can be (no copy); the caller removes the name after store_sync(). *ret_consumed
+	 * is always false today (kept for callers that check it).
 	 */
 	STORE_CONSUME = 1 << 0,
 	/* The path is a directory about to be renamed: record every path below it too. */
