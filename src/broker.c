@@ -861,10 +861,27 @@ static int do_unlink(struct broker *b, const struct broker_req *q, struct broker
 /* ---- rename ---- */
 
 /*
- * A directory renamed onto an existing (empty) directory brings every path of its tree into being
- * below the destination. Those paths did not exist: record them as absent, or undo would restore
- * the destination directory and leave what the rename put in it.
+ * A directory renamed brings every path of its tree into being below the destination. Those paths
+ * did not exist (or were recorded already): record them as absent, or undo would restore a
+ * destination directory the turn had (re)made and leave what the rename put in it.
  */
+/* Is the directory empty? One that cannot be read counts as not empty: the rename is refused
+ * (fail closed) rather than recording its tree as arriving over entries it cannot see. */
+static bool dir_is_empty(int parent_fd, const char *name)
+{
+	int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		safe_close(fd);
+		return false;
+	}
+	bool empty = true;
+	for (struct dirent *de; empty && (de = readdir(d));)
+		empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
+	closedir(d);
+	return empty;
+}
+
 static int record_tree_arrivals(struct broker *b, int src_dirfd, const char *src_name,
 				const char *dst_real, int depth)
 {
@@ -947,6 +964,16 @@ static int do_rename(struct broker *b, const struct broker_req *q, struct broker
 			r = -EXDEV;
 			goto out;
 		}
+		if (sdir && !dir_is_empty(dst.parent_fd, dst.name)) {
+			r = -ENOTEMPTY;
+			goto out;
+		}
+	}
+	/* A directory cannot move below itself; its tree is not recorded as arriving there. */
+	if (S_ISDIR(res->st.st_mode) && path_is_under(dst.real, res->real) &&
+	    strcmp(dst.real, res->real) != 0) {
+		r = -EINVAL;
+		goto out;
 	}
 	if ((r = check_git_guard(b, dst.real, l)) < 0 ||
 	    (exchange && (r = check_git_guard(b, res->real, l)) < 0))
@@ -980,12 +1007,6 @@ static int do_rename(struct broker *b, const struct broker_req *q, struct broker
 		if (r < 0)
 			goto out;
 	}
-	if (d2 == DECIDE_BROKER && b->turn && b->cfg.backup_enabled && !exchange && dst.exists &&
-	    S_ISDIR(dst.st.st_mode) && S_ISDIR(res->st.st_mode)) {
-		r = record_tree_arrivals(b, res->parent_fd, res->name, dst.real, 0);
-		if (r < 0)
-			goto out;
-	}
 	if (d2 == DECIDE_BROKER) {
 		unsigned f = exchange && dst.exists && S_ISDIR(dst.st.st_mode) ? STORE_TREE : 0;
 		/* A file renamed over is gone from its name once the rename lands: the store may
@@ -993,6 +1014,19 @@ static int do_rename(struct broker *b, const struct broker_req *q, struct broker
 		if (!exchange && dst.exists && S_ISREG(dst.st.st_mode))
 			f |= STORE_REPLACE;
 		r = broker_before_change(b, dst.parent_fd, dst.name, dst.real, f, NULL, l);
+		if (r < 0)
+			goto out;
+	}
+	/* What a directory brings under its new name did not exist there (exchange: both ways);
+	 * after both pre-images, so that a tree recorded in full keeps its records. */
+	if (d2 == DECIDE_BROKER && b->turn && b->cfg.backup_enabled && S_ISDIR(res->st.st_mode)) {
+		r = record_tree_arrivals(b, res->parent_fd, res->name, dst.real, 0);
+		if (r < 0)
+			goto out;
+	}
+	if (d1 == DECIDE_BROKER && b->turn && b->cfg.backup_enabled && exchange &&
+	    S_ISDIR(dst.st.st_mode)) {
+		r = record_tree_arrivals(b, dst.parent_fd, dst.name, res->real, 0);
 		if (r < 0)
 			goto out;
 	}
@@ -1135,6 +1169,14 @@ static int do_link(struct broker *b, const struct broker_req *q, struct broker_r
 	if (r != 0) {
 		r = r < 0 ? r : 0;
 		goto out;
+	}
+	/* The source's inode gets a second name, and whatever is done to it through that name is
+	 * done to the source: record the source now, or undo would remove the name and leave the
+	 * source changed. */
+	if (sd == DECIDE_BROKER && S_ISREG(src.st.st_mode) && src.parent_fd >= 0 && src.name) {
+		r = broker_before_change(b, src.parent_fd, src.name, src.real, 0, NULL, l);
+		if (r < 0)
+			goto out;
 	}
 	if (src.obj_fd >= 0) {
 		char p[64];

@@ -9,7 +9,8 @@
  * lowercase hex) of every byte before " x=". Values are escaped with escape_append(), so a
  * line never contains a space, '=' or newline inside a value and any path byte but NUL survives.
  * Keys: k kind (absent|file|dir|symlink|other), p path, h content hash, s size, m st_mode (octal,
- * type bits included), u uid, g gid, t mtime (ns), l symlink target, r rdev, i inode, nb=1 not
+ * type bits included), u uid, g gid, t mtime (ns), l symlink target, r rdev, i inode, n link
+ * count (when > 1: undo gives hard-linked names one inode again), nb=1 not
  * backed up, mv=1 moved into the store, c tool call. Unknown keys are ignored (newer writers).
  *
  * Writers append a whole line with one write(2) (O_APPEND). A reader keeps only lines that end in
@@ -130,6 +131,8 @@ int store_record_format(const struct store_record *r, struct strbuf *out)
 		e = e < 0 ? e : strbuf_printf(out, " t=%" PRId64, r->mtime_ns);
 		if (r->ino)
 			e = e < 0 ? e : store_line_kvu(out, "i", r->ino);
+		if (r->nlink > 1)
+			e = e < 0 ? e : store_line_kvu(out, "n", r->nlink);
 		if (r->rdev)
 			e = e < 0 ? e : store_line_kvu(out, "r", r->rdev);
 	}
@@ -225,6 +228,8 @@ static int record_set(struct store_record *rec, const char *key, const char *v, 
 		r = parse_u64(v, 10, &rec->size);
 	} else if (strcmp(key, "i") == 0) {
 		r = parse_u64(v, 10, &rec->ino);
+	} else if (strcmp(key, "n") == 0) {
+		r = parse_u64(v, 10, &rec->nlink);
 	} else if (strcmp(key, "r") == 0) {
 		r = parse_u64(v, 10, &rec->rdev);
 	} else if (strcmp(key, "m") == 0 || strcmp(key, "u") == 0 || strcmp(key, "g") == 0) {

@@ -44,10 +44,105 @@ const char *store_action_to_string(enum store_action a)
 	return "?";
 }
 
+/* ---- directories locked against their owner ---- */
+
+/* Give the owner rwx on every directory of theirs on the way to path's parent that lacks it, so a
+ * restore can see and change what is inside. Best effort: what stays locked fails later with
+ * EACCES, as it would have. */
+static void unlock_ancestors(struct store_plan *p, const char *path)
+{
+	_cleanup_free_ char *parent = NULL;
+	const char *name;
+	if (path_split(path, &parent, &name) < 0)
+		return;
+	_cleanup_free_ char *walked = malloc(strlen(parent) + 2);
+	int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (!walked || fd < 0) {
+		safe_close(fd);
+		return;
+	}
+	walked[0] = '\0';
+	char *save = NULL;
+	for (char *c = strtok_r(parent, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		strcat(strcat(walked, "/"), c);
+		struct stat st;
+		if (!path_component_valid(c) || fstatat(fd, c, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISDIR(st.st_mode))
+			break;
+		if ((st.st_mode & S_IRWXU) != S_IRWXU && st.st_uid == geteuid()) {
+			struct store_unlocked *nv =
+				reallocarray(p->unlocked, p->n_unlocked + 1, sizeof *nv);
+			char *dup = strdup(walked);
+			if (nv)
+				p->unlocked = nv;
+			if (!nv || !dup ||
+			    fchmodat(fd, c, (st.st_mode | S_IRWXU) & 07777, 0) < 0) {
+				free(dup);
+				break;
+			}
+			p->unlocked[p->n_unlocked++] =
+				(struct store_unlocked){.path = dup, .mode = st.st_mode & 07777};
+		}
+		int nfd = openat(fd, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		safe_close(fd);
+		if (nfd < 0)
+			return;
+		fd = nfd;
+	}
+	safe_close(fd);
+}
+
+/* lstat() that unlocks the way when a locked directory of the user's is in it; st_mode is the
+ * mode the path had before any unlocking. */
+static int lstat_unlocking(struct store_plan *p, const char *path, struct stat *st)
+{
+	if (lstat(path, st) < 0) {
+		if (errno != EACCES)
+			return -1;
+		unlock_ancestors(p, path);
+		if (lstat(path, st) < 0)
+			return -1;
+	}
+	for (size_t i = 0; i < p->n_unlocked; i++)
+		if (strcmp(p->unlocked[i].path, path) == 0)
+			st->st_mode = (st->st_mode & S_IFMT) | p->unlocked[i].mode;
+	return 0;
+}
+
+static int open_parent(const char *path, const char **ret_name);
+
+/* chmod a directory by a path walked without following symlinks. */
+static int chmod_dir(const char *path, mode_t mode)
+{
+	const char *name;
+	_cleanup_close_ int pfd = open_parent(path, &name);
+	struct stat st;
+	if (pfd < 0)
+		return pfd;
+	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return negative_errno();
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	return fchmodat(pfd, name, mode, 0) < 0 ? negative_errno() : 0;
+}
+
+/* Give back the modes of unlocked directories, deepest first. */
+static void relock_all(struct store_plan *p)
+{
+	for (size_t i = p->n_unlocked; i-- > 0;) {
+		(void)chmod_dir(p->unlocked[i].path, p->unlocked[i].mode);
+		free(p->unlocked[i].path);
+	}
+	free(p->unlocked);
+	p->unlocked = NULL;
+	p->n_unlocked = 0;
+}
+
 void store_plan_free(struct store_plan *p)
 {
 	if (!p)
 		return;
+	relock_all(p);
 	for (size_t i = 0; i < p->n_items; i++)
 		store_record_done(&p->items[i].pre);
 	free(p->items);
@@ -139,10 +234,12 @@ static bool target_matches(const char *path, const char *target)
 	return k >= 0 && (size_t)k == n && memcmp(buf, target, n) == 0;
 }
 
-static enum store_action action_for(struct store *s, const struct store_record *pre)
+static enum store_action action_for(struct store *s, struct store_plan *p,
+				     const struct store_record *pre, uint64_t *ret_ino)
 {
 	struct stat st;
-	bool exists = lstat(pre->path, &st) >= 0;
+	bool exists = lstat_unlocking(p, pre->path, &st) >= 0;
+	*ret_ino = exists && S_ISREG(st.st_mode) ? (uint64_t)st.st_ino : 0;
 	uint32_t type = pre->mode & S_IFMT;
 	switch (pre->kind) {
 	case STORE_KIND_ABSENT:
@@ -192,10 +289,10 @@ static bool covered(struct store_plan *p, const char *path)
 	return false;
 }
 
-static bool post_differs(const struct store_record *post)
+static bool post_differs(struct store_plan *p, const struct store_record *post)
 {
 	struct stat st;
-	if (lstat(post->path, &st) < 0)
+	if (lstat_unlocking(p, post->path, &st) < 0)
 		return post->kind != STORE_KIND_ABSENT;
 	struct store_record cur = {0};
 	store_record_from_stat(&cur, &st);
@@ -270,7 +367,7 @@ static int plan_conflicts(struct store *s, struct store_plan *p, const struct st
 			continue;
 		const struct store_record *pr = find_record(post, npost, it->pre.path);
 		const char *key = it->pre.path;
-		if (pr && post_differs(pr))
+		if (pr && post_differs(p, pr))
 			it->conflict = "changed since the turn";
 		else if (nlater && bsearch(&key, later, nlater, sizeof *later, cmp_str))
 			it->conflict = "touched by a later turn";
@@ -303,7 +400,7 @@ int store_plan_restore(struct store *s, const char *turn_id, char *const *paths,
 	for (size_t i = 0; r >= 0 && i < p->n_items; i++) {
 		struct store_plan_item *it = &p->items[i];
 		it->action = covered(p, it->pre.path) ? STORE_ACTION_COVERED
-						      : action_for(s, &it->pre);
+						      : action_for(s, p, &it->pre, &it->cur_ino);
 	}
 	if (r >= 0)
 		r = plan_conflicts(s, p, &ti);
@@ -319,10 +416,21 @@ int store_plan_restore(struct store *s, const char *turn_id, char *const *paths,
 
 /* ---- applying ---- */
 
+struct restored_inode {
+	uint64_t ino;   /* as recorded in the pre-image */
+	uint64_t nlink; /* as recorded */
+	const char *path;
+};
+
 struct applier {
 	struct store *s;
+	struct store_plan *p;
 	struct store_turn *u; /* the turn recording what the restore changes */
 	bool sync;
+	/* files put back so far, by recorded inode: a later name of the same inode becomes a hard
+	 * link to the first, as the names were when recorded */
+	struct restored_inode *inodes;
+	size_t n_inodes;
 };
 
 /* Open the parent of an absolute path without following any symlink; *ret_name points into path. */
@@ -355,12 +463,39 @@ static int open_parent(const char *path, const char **ret_name)
 	return fd;
 }
 
+/*
+ * A name of a hard-linked file is about to go: the plan's other names of that inode, which the
+ * restore leaves as they are, are recorded too, so that undoing the restore can link the name
+ * back to them.
+ */
+static void record_other_names(struct applier *a, int pfd, const char *name, const char *path)
+{
+	struct stat st;
+	if (!a->p || !a->u || fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !S_ISREG(st.st_mode) || st.st_nlink < 2)
+		return;
+	for (size_t i = 0; i < a->p->n_items; i++) {
+		const struct store_plan_item *it = &a->p->items[i];
+		if (it->action != STORE_ACTION_NONE || it->cur_ino != (uint64_t)st.st_ino ||
+		    strcmp(it->pre.path, path) == 0)
+			continue;
+		const char *oname;
+		enum store_result res;
+		int ofd = open_parent(it->pre.path, &oname);
+		if (ofd >= 0)
+			(void)store_preimage(a->u, ofd, oname, it->pre.path, 0, &res, NULL);
+		safe_close(ofd);
+	}
+}
+
 /* Record the current state in the undo turn, durably, before touching it. */
 static int record(struct applier *a, int pfd, const char *name, const char *path, unsigned flags,
 		  bool *ret_consumed)
 {
 	enum store_result res;
 	bool consumed = false;
+	if (flags & STORE_CONSUME)
+		record_other_names(a, pfd, name, path);
 	int r = store_preimage(a->u, pfd, name, path, flags, &res, &consumed);
 	if (r >= 0 && a->sync)
 		r = store_sync(a->u);
@@ -388,6 +523,9 @@ static int remove_recorded(struct applier *a, int pfd, const char *name, const c
 	int r = record(a, pfd, name, path, 0, NULL);
 	if (r < 0)
 		return r;
+	if ((st.st_mode & S_IRWXU) != S_IRWXU && st.st_uid == geteuid() &&
+	    fchmodat(pfd, name, (st.st_mode | S_IRWXU) & 07777, 0) < 0)
+		return negative_errno();
 	int fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	DIR *d = fd < 0 ? NULL : fdopendir(fd);
 	if (!d) {
@@ -480,6 +618,69 @@ static int create_by_rename(struct applier *a, int pfd, const char *name,
 	return r;
 }
 
+/* Another name of the same recorded inode was put back already: link to it. */
+static int create_by_link(struct applier *a, int pfd, const char *name,
+			  const struct store_record *pre, const char *other)
+{
+	const char *oname;
+	_cleanup_close_ int ofd = open_parent(other, &oname);
+	if (ofd < 0)
+		return ofd;
+	struct stat ost;
+	if (fstatat(ofd, oname, &ost, AT_SYMLINK_NOFOLLOW) < 0)
+		return negative_errno();
+	if (!S_ISREG(ost.st_mode))
+		return -EAGAIN;
+	_cleanup_free_ char *tmp = NULL;
+	int r = store_random_name(".brokered-restore-", &tmp);
+	if (r < 0)
+		return r;
+	if (linkat(ofd, oname, pfd, tmp, 0) < 0)
+		return errno == EXDEV || errno == EMLINK || errno == EPERM ? -EAGAIN : negative_errno();
+	r = record(a, pfd, name, pre->path, STORE_CONSUME, NULL);
+	if (r >= 0 && renameat(pfd, tmp, pfd, name) < 0)
+		r = negative_errno();
+	/* gone after a rename; still there if name was this inode already (rename did nothing) */
+	(void)unlinkat(pfd, tmp, 0);
+	return r;
+}
+
+static const struct restored_inode *restored_find(const struct applier *a,
+						  const struct store_record *pre)
+{
+	for (size_t i = 0; pre->ino && i < a->n_inodes; i++)
+		if (a->inodes[i].ino == pre->ino && (pre->nlink > 1 || a->inodes[i].nlink > 1))
+			return &a->inodes[i];
+	return NULL;
+}
+
+static void restored_add(struct applier *a, const struct store_record *pre)
+{
+	if (!pre->ino || restored_find(a, pre))
+		return;
+	struct restored_inode *nv = reallocarray(a->inodes, a->n_inodes + 1, sizeof *nv);
+	if (!nv)
+		return; /* only link identity is lost */
+	a->inodes = nv;
+	a->inodes[a->n_inodes++] =
+		(struct restored_inode){.ino = pre->ino, .nlink = pre->nlink, .path = pre->path};
+}
+
+static int create_file(struct applier *a, int pfd, const char *name,
+		       const struct store_record *pre)
+{
+	const struct restored_inode *other = pre->kind == STORE_KIND_FILE ? restored_find(a, pre) : NULL;
+	if (other) {
+		int r = create_by_link(a, pfd, name, pre, other->path);
+		if (r != -EAGAIN)
+			return r;
+	}
+	int r = create_by_rename(a, pfd, name, pre);
+	if (r >= 0 && pre->kind == STORE_KIND_FILE)
+		restored_add(a, pre);
+	return r;
+}
+
 static int create_item(struct applier *a, const struct store_plan_item *it)
 {
 	const struct store_record *pre = &it->pre;
@@ -497,7 +698,7 @@ static int create_item(struct applier *a, const struct store_plan_item *it)
 			return r;
 	}
 	if (pre->kind == STORE_KIND_FILE || pre->kind == STORE_KIND_SYMLINK)
-		return create_by_rename(a, pfd, name, pre);
+		return create_file(a, pfd, name, pre);
 	int r = record(a, pfd, name, pre->path, 0, NULL);
 	if (r < 0)
 		return r;
@@ -533,8 +734,21 @@ static int dir_meta_item(struct applier *a, const struct store_plan_item *it)
 	return set_owner_mode_times(fd, &it->pre);
 }
 
+static int cmp_final_step(const void *a, const void *b)
+{
+	/* descending: a descendant ("d/x") sorts after its ancestor ("d") ascending */
+	return -strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 static void apply_phases(struct applier *a, struct store_plan *p)
 {
+	/* Names left as they are whose inode is still the recorded one: others link to them. */
+	for (size_t i = 0; i < p->n_items; i++) {
+		const struct store_plan_item *it = &p->items[i];
+		if (it->action == STORE_ACTION_NONE && it->pre.kind == STORE_KIND_FILE &&
+		    it->pre.ino && it->cur_ino == it->pre.ino)
+			restored_add(a, &it->pre);
+	}
 	/* Removals deepest first (descendants sort after their ancestors). */
 	for (size_t i = p->n_items; i-- > 0;)
 		if (p->items[i].action == STORE_ACTION_REMOVE)
@@ -545,14 +759,61 @@ static void apply_phases(struct applier *a, struct store_plan *p)
 		if (it->action == STORE_ACTION_CREATE || it->action == STORE_ACTION_REPLACE)
 			it->error = create_item(a, it);
 	}
-	/* Directory metadata last, once nothing changes inside them any more. */
-	for (size_t i = p->n_items; i-- > 0;) {
+	/* Directory metadata last, once nothing changes inside them any more, deepest first;
+	 * with it the directories unlocked on the way get their own modes back. */
+	struct final_step {
+		const char *path;
+		struct store_plan_item *it;
+		struct store_unlocked *u;
+	};
+	struct final_step *v = calloc(p->n_items + p->n_unlocked + 1, sizeof *v);
+	size_t n = 0;
+	if (!v) {
+		relock_all(p);
+		return;
+	}
+	for (size_t i = 0; i < p->n_items; i++) {
 		struct store_plan_item *it = &p->items[i];
-		bool dir = it->pre.kind == STORE_KIND_DIR &&
-			   (it->action == STORE_ACTION_META || it->action == STORE_ACTION_CREATE ||
-			    it->action == STORE_ACTION_REPLACE);
-		if (dir && it->error == 0)
-			it->error = dir_meta_item(a, it);
+		if (it->pre.kind == STORE_KIND_DIR &&
+		    (it->action == STORE_ACTION_META || it->action == STORE_ACTION_CREATE ||
+		     it->action == STORE_ACTION_REPLACE))
+			v[n++] = (struct final_step){.path = it->pre.path, .it = it};
+	}
+	for (size_t i = 0; i < p->n_unlocked; i++) {
+		struct store_plan_item *it = find_item(p, p->unlocked[i].path);
+		if (!it || it->pre.kind != STORE_KIND_DIR || it->error < 0 ||
+		    (it->action != STORE_ACTION_META && it->action != STORE_ACTION_CREATE &&
+		     it->action != STORE_ACTION_REPLACE))
+			v[n++] = (struct final_step){.path = p->unlocked[i].path, .u = &p->unlocked[i]};
+	}
+	qsort(v, n, sizeof *v, cmp_final_step);
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].u)
+			(void)chmod_dir(v[i].u->path, v[i].u->mode);
+		else if (v[i].it->error == 0)
+			v[i].it->error = dir_meta_item(a, v[i].it);
+	}
+	free(v);
+	for (size_t i = 0; i < p->n_unlocked; i++)
+		free(p->unlocked[i].path);
+	free(p->unlocked);
+	p->unlocked = NULL;
+	p->n_unlocked = 0;
+}
+
+/* The undo turn records the unlocked directories as they were, before anything else. */
+static void record_unlocked(struct applier *a, struct store_plan *p)
+{
+	for (size_t i = p->n_unlocked; i-- > 0;) {
+		const struct store_unlocked *u = &p->unlocked[i];
+		const char *name;
+		if (chmod_dir(u->path, u->mode) < 0)
+			continue;
+		int pfd = open_parent(u->path, &name);
+		if (pfd >= 0)
+			(void)record(a, pfd, name, u->path, STORE_METADATA, NULL);
+		safe_close(pfd);
+		(void)chmod_dir(u->path, u->mode | S_IRWXU);
 	}
 }
 
@@ -567,7 +828,7 @@ int store_plan_apply(struct store *s, struct store_plan *p, const struct store_o
 	struct store_options uo = *o;
 	uo.enabled = true;
 	uo.deny_oversize = false;
-	struct applier a = {.s = s, .sync = uo.sync};
+	struct applier a = {.s = s, .p = p, .sync = uo.sync};
 	_cleanup_free_ char *id = NULL;
 	int r = store_turn_new_private(s, &uo, message, &a.u);
 	if (r < 0 && !is_full(r))
@@ -579,8 +840,11 @@ int store_plan_apply(struct store *s, struct store_plan *p, const struct store_o
 	/* A full store must not keep the user's files hostage: what cannot be recorded is put
 	 * back all the same, unrecorded (the caller says so; that part cannot be undone again). */
 	p->n_unrecorded = 0;
-	if (a.u)
+	if (a.u) {
+		record_unlocked(&a, p);
 		apply_phases(&a, p);
+		free(a.inodes);
+	}
 	enum store_action *saved = calloc(p->n_items + 1, sizeof *saved);
 	if (!saved) {
 		store_turn_free(a.u);
@@ -597,8 +861,9 @@ int store_plan_apply(struct store *s, struct store_plan *p, const struct store_o
 		}
 	}
 	if (p->n_unrecorded) {
-		struct applier b = {.s = s, .sync = uo.sync, .u = NULL};
+		struct applier b = {.s = s, .p = p, .sync = uo.sync, .u = NULL};
 		apply_phases(&b, p);
+		free(b.inodes);
 	}
 	for (size_t i = 0; i < p->n_items; i++)
 		p->items[i].action = saved[i];

@@ -1025,6 +1025,7 @@ void store_record_from_stat(struct store_record *r, const struct stat *st)
 	r->uid = (uint32_t)st->st_uid;
 	r->gid = (uint32_t)st->st_gid;
 	r->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+	r->nlink = S_ISREG(st->st_mode) ? (uint64_t)st->st_nlink : 0;
 	if (S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode))
 		r->rdev = (uint64_t)st->st_rdev;
 }
@@ -1247,6 +1248,9 @@ static int preimage_one(struct store_turn *t, int dirfd, const char *name, const
 	} else {
 		store_record_from_stat(&rec, &st);
 		*res = STORE_RESULT_SAVED;
+		/* the inode: names of one inode are made one again by undo */
+		if (rec.kind == STORE_KIND_FILE)
+			rec.ino = (uint64_t)st.st_ino;
 		if (rec.kind == STORE_KIND_FILE)
 			r = preimage_file(t, dirfd, name, &st, flags, &rec, consumed, res);
 		else if (rec.kind == STORE_KIND_SYMLINK &&
@@ -1586,11 +1590,15 @@ int store_resolve_turn(struct store *s, const char *arg, char **ret_id)
 
 /* ---- commit ---- */
 
+/* The state a path was left in; 1: it cannot be seen (a directory on the way was made
+ * unsearchable, or too deep), so no post-state is kept and undo does not ask about it. */
 static int post_state(const struct store_record *pre, struct store_record *post)
 {
 	struct stat st;
 	*post = (struct store_record){.path = pre->path};
 	if (fstatat(AT_FDCWD, pre->path, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno == EACCES || errno == ELOOP || errno == ENAMETOOLONG)
+			return 1;
 		if (errno != ENOENT && errno != ENOTDIR)
 			return negative_errno();
 		post->kind = STORE_KIND_ABSENT;
@@ -1624,7 +1632,7 @@ static int commit_dir(struct store *s, const char *id, const char *message)
 	for (size_t i = 0; r >= 0 && i < n; i++) {
 		struct store_record post;
 		r = post_state(&pre[i], &post);
-		if (r >= 0)
+		if (r == 0)
 			r = store_record_format(&post, &sb);
 		free(post.target);
 	}

@@ -140,7 +140,8 @@ struct store_record {
 	bool not_backed_up; /* regular file over the size limit: no content */
 	bool moved;         /* the file itself was moved into the store (consumed) */
 	uint64_t size, ino, rdev;
-	uint32_t mode; /* full st_mode, type bits included */
+	uint64_t nlink; /* link count of a file when recorded, 0 (unknown) or >= 1 */
+	uint32_t mode;  /* full st_mode, type bits included */
 	uint32_t uid, gid;
 	int64_t mtime_ns;
 };
@@ -209,12 +210,21 @@ struct store_plan_item {
 	enum store_action action;
 	const char *conflict; /* static text: why the path changed after the turn, or NULL */
 	int error;            /* after apply: 0 or -errno */
+	uint64_t cur_ino;     /* inode of the regular file at the path when planned, or 0 */
+};
+/* A directory of the user's that the turn left without owner rwx (`chmod 0444 dir`): the restore
+ * gives the owner rwx while it works in it and sets the mode back (or to the pre-image's) after. */
+struct store_unlocked {
+	char *path;
+	mode_t mode; /* the mode it had */
 };
 struct store_plan {
 	char *turn_id;
 	struct store_plan_item *items; /* sorted by path */
 	size_t n_items, n_conflicts;
 	size_t n_unrecorded; /* after apply: paths put back without a record (the store was full) */
+	struct store_unlocked *unlocked; /* in the order unlocked: ancestors first */
+	size_t n_unlocked;
 };
 /* Plan restoring paths (NULL/0: every path, i.e. undo) of a turn to their pre-images. */
 int store_plan_restore(struct store *s, const char *turn_id, char *const *paths, size_t n_paths,

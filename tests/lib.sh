@@ -40,6 +40,10 @@ unset BROKERED_SESSION_ID BROKERED_TOOL_CALL_ID BROKERED_WORKSPACE BROKERED_TURN
 
 cleanup() {
 	cd / || true
+	if [ -n "${BROKERED_KEEP:-}" ]; then # debugging: keep the workspace and store
+		echo "# kept $TEST_DIR"
+		return
+	fi
 	chmod -R u+rwX "$TEST_DIR" 2>/dev/null
 	rm -rf "$TEST_DIR"
 }
@@ -317,6 +321,20 @@ top = os.fsencode(sys.argv[1])
 out = []
 def err(e):
     out.append(b"ERROR " + os.fsencode(str(e)))
+def entry(p):
+    st = os.lstat(p)
+    m = st.st_mode
+    if stat.S_ISLNK(m):
+        return b"L " + os.readlink(p)
+    if stat.S_ISDIR(m):
+        return b"D %o" % stat.S_IMODE(m)
+    if stat.S_ISREG(m):
+        h = hashlib.sha256()
+        with open(p, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        return b"F %o %s mtime=%d nlink=%d" % (stat.S_IMODE(m), h.hexdigest().encode(), st.st_mtime_ns, st.st_nlink)
+    return b"S %o %o" % (stat.S_IFMT(m), stat.S_IMODE(m))
 for root, dirs, files in os.walk(top, onerror=err):
     if root == top:
         dirs[:] = [d for d in dirs if not d.startswith(b".brokered")]
@@ -324,20 +342,10 @@ for root, dirs, files in os.walk(top, onerror=err):
     for name in dirs + files:
         p = os.path.join(root, name)
         rel = b"." + p[len(top):]
-        st = os.lstat(p)
-        m = st.st_mode
-        if stat.S_ISLNK(m):
-            d = b"L " + os.readlink(p)
-        elif stat.S_ISDIR(m):
-            d = b"D %o" % stat.S_IMODE(m)
-        elif stat.S_ISREG(m):
-            h = hashlib.sha256()
-            with open(p, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(chunk)
-            d = b"F %o %s mtime=%d nlink=%d" % (stat.S_IMODE(m), h.hexdigest().encode(), st.st_mtime_ns, st.st_nlink)
-        else:
-            d = b"S %o %o" % (stat.S_IFMT(m), stat.S_IMODE(m))
+        try:
+            d = entry(p)
+        except OSError as e:  # a directory the workload locked (chmod 0444 as non-root)
+            d = b"ERROR %s" % os.fsencode(e.strerror or str(e))
         out.append(repr(rel)[2:-1].encode() + b" " + d)
 out.sort()
 sys.stdout.buffer.write(b"\n".join(out) + (b"\n" if out else b""))
@@ -416,7 +424,7 @@ make_fixture_tree() {
 # coreutils, a static busybox, python3, perl. Every operation may fail (a path may be gone); none
 # blocks (FIFOs are never written). PAUSE (seconds) sleeps between operations.
 gen_workload() {
-	local dir=$1 seed=$2 nops=$3 pause=${4:-} i p q t tool op n bb=
+	local dir=$1 seed=$2 nops=$3 pause=${4:-} i p q r d e t tool op n bb=
 	RANDOM=$seed
 	[ -x /bin/busybox ] && bb=/bin/busybox
 	local PY=$BRK_PY
@@ -426,13 +434,19 @@ gen_workload() {
 	dirs+=(.)
 	for i in $(seq 12); do pool+=("${dirs[RANDOM % ${#dirs[@]}]}/n$i"); done
 	pool+=(./newdir ./newdir/sub ./newdir/x.txt)
-	pk() { printf '%q' "${pool[RANDOM % ${#pool[@]}]}"; }
-	pkd() { printf '%q' "${dirs[RANDOM % ${#dirs[@]}]}"; }
+	# pick VAR: no command substitution, whose subshell would reseed RANDOM (seeds replay)
+	pk() { printf -v "$1" '%q' "${pool[RANDOM % ${#pool[@]}]}"; }
+	pkd() { printf -v "$1" '%q' "${dirs[RANDOM % ${#dirs[@]}]}"; }
 	echo "# workload seed $seed"
 	echo 'exec 2>/dev/null'
 	echo 'nofifo() { [ ! -p "$1" ]; }'
 	for i in $(seq "$nops"); do
-		p=$(pk) q=$(pk) n=$RANDOM
+		pk p
+		pk q
+		pk r
+		pkd d
+		pkd e
+		n=$RANDOM
 		tool=$((RANDOM % 5)) # 0 builtin, 1 coreutils, 2 busybox, 3 python, 4 perl
 		[ $tool = 2 ] && [ -z "$bb" ] && tool=1
 		op=$((RANDOM % 18))
@@ -463,10 +477,10 @@ gen_workload() {
 		5.2) echo "$bb rmdir $p" ;;
 		5.3) echo "$PY -c 'import os,sys; os.rmdir(sys.argv[1])' $p" ;;
 		5.4) echo "perl -e 'rmdir(\$ARGV[0])' $p" ;;
-		6.0 | 6.1) echo "rm -rf $(pkd)" ;;
-		6.2) echo "$bb rm -rf $(pkd)" ;;
-		6.3) echo "$PY -c 'import shutil,sys; shutil.rmtree(sys.argv[1])' $(pkd)" ;;
-		6.4) echo "perl -MFile::Path=remove_tree -e 'remove_tree(\$ARGV[0])' $(pkd)" ;;
+		6.0 | 6.1) echo "rm -rf $d" ;;
+		6.2) echo "$bb rm -rf $d" ;;
+		6.3) echo "$PY -c 'import shutil,sys; shutil.rmtree(sys.argv[1])' $d" ;;
+		6.4) echo "perl -MFile::Path=remove_tree -e 'remove_tree(\$ARGV[0])' $d" ;;
 		7.0 | 7.1) echo "mkdir -p $p/m$n" ;;
 		7.2) echo "$bb mkdir $p" ;;
 		7.3) echo "$PY -c 'import os,sys; os.makedirs(sys.argv[1])' $p/m$n" ;;
@@ -479,10 +493,10 @@ gen_workload() {
 		9.2) echo "$bb ln $p $q" ;;
 		9.3) echo "$PY -c 'import os,sys; os.link(sys.argv[1], sys.argv[2])' $p $q" ;;
 		9.4) echo "perl -e 'link(\$ARGV[0], \$ARGV[1])' $p $q" ;;
-		10.0 | 10.1) echo "ln -sfn $(pk) $q" ;;
-		10.2) echo "$bb ln -sfn $(pk) $q" ;;
-		10.3) echo "$PY -c 'import os,sys; os.symlink(sys.argv[1], sys.argv[2]+\".t\"); os.replace(sys.argv[2]+\".t\", sys.argv[2])' $(pk) $q" ;;
-		10.4) echo "perl -e 'unlink(\$ARGV[1]); symlink(\$ARGV[0], \$ARGV[1])' $(pk) $q" ;;
+		10.0 | 10.1) echo "ln -sfn $r $q" ;;
+		10.2) echo "$bb ln -sfn $r $q" ;;
+		10.3) echo "$PY -c 'import os,sys; os.symlink(sys.argv[1], sys.argv[2]+\".t\"); os.replace(sys.argv[2]+\".t\", sys.argv[2])' $r $q" ;;
+		10.4) echo "perl -e 'unlink(\$ARGV[1]); symlink(\$ARGV[0], \$ARGV[1])' $r $q" ;;
 		11.*)
 			t=$(printf '%s' 600 644 755 444 640 700 | fold -w3 | sed -n "$((n % 6 + 1))p")
 			case $tool in
@@ -496,19 +510,19 @@ gen_workload() {
 		12.2) echo "$bb touch $p" ;;
 		12.3) echo "$PY -c 'import os,sys; os.utime(sys.argv[1], ($n, $n))' $p" ;;
 		12.4) echo "perl -e 'utime($n, $n, \$ARGV[0])' $p" ;;
-		13.0 | 13.1) echo "find $(pkd) -type f -name '*.txt' -exec sed -i 's/TODO/DONE$n/;s/foo/F/g' {} +" ;;
-		13.2) echo "find $(pkd) -type f -name '*.txt' -exec $bb sed -i 's/line/L$n/' {} +" ;;
-		13.3) echo "find $(pkd) -type f -name '*.txt' -exec $PY -c 'import sys
+		13.0 | 13.1) echo "find $d -type f -name '*.txt' -exec sed -i 's/TODO/DONE$n/;s/foo/F/g' {} +" ;;
+		13.2) echo "find $d -type f -name '*.txt' -exec $bb sed -i 's/line/L$n/' {} +" ;;
+		13.3) echo "find $d -type f -name '*.txt' -exec $PY -c 'import sys
 for f in sys.argv[1:]:
     s=open(f).read(); open(f,\"w\").write(s.replace(\"bar\",\"BAR\"))' {} +" ;;
-		13.4) echo "find $(pkd) -type f -name '*.txt' -exec perl -pi -e 's/bar/B$n/' {} +" ;;
-		14.0 | 14.1) echo "mv $(pkd) $(pkd)/" ;;
-		14.2) echo "$bb mv $(pkd) $q" ;;
-		14.3) echo "$PY -c 'import shutil,sys; shutil.move(sys.argv[1], sys.argv[2])' $(pkd) $q" ;;
-		14.4) echo "perl -e 'rename(\$ARGV[0], \$ARGV[1])' $(pkd) $q" ;;
-		15.*) echo "cp -a $(pkd) $q" ;;
+		13.4) echo "find $d -type f -name '*.txt' -exec perl -pi -e 's/bar/B$n/' {} +" ;;
+		14.0 | 14.1) echo "mv $d $e/" ;;
+		14.2) echo "$bb mv $d $q" ;;
+		14.3) echo "$PY -c 'import shutil,sys; shutil.move(sys.argv[1], sys.argv[2])' $d $q" ;;
+		14.4) echo "perl -e 'rename(\$ARGV[0], \$ARGV[1])' $d $q" ;;
+		15.*) echo "cp -a $d $q" ;;
 		16.*) echo "nofifo $p && dd if=/dev/urandom of=$p bs=1k count=$((n % 4 + 1)) seek=$((n % 7)) conv=notrunc status=none" ;;
-		17.*) echo "cd $(pkd) && { nofifo f1.txt && echo cwd$n >> f1.txt; rm -f f2.txt; cd - >/dev/null; }" ;;
+		17.*) echo "cd $d && { nofifo f1.txt && echo cwd$n >> f1.txt; rm -f f2.txt; cd - >/dev/null; }" ;;
 		esac
 		[ -n "$pause" ] && echo "sleep $pause"
 	done
