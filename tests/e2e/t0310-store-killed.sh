@@ -3,8 +3,7 @@
 # shows the turn as open/interrupted, `undo ID` puts the tree back as it was before the run, and
 # `turn commit --turn ID` commits the interrupted turn (which can then be undone as well).
 BROKERED_TEST_DURABLE=1
-# Randomised workloads: the undo-equality checks are TAP TODO until the mismatches they still
-# find (issue 3 note) are fixed; every deterministic store test (t0320-t0350, unit) is strict.
+# Seeds are printed and replay exactly: BROKERED_STORE_SEED_BASE=<seed - 1>, one seed (or round).
 . "$(dirname "$0")/../lib.sh"
 require_core
 need python3 perl
@@ -69,11 +68,11 @@ for k in $(seq "$ROUNDS"); do
 	fi
 	err=$(cd "$w" && "$BROKERED" undo "$id" 2>&1)
 	rc=$?
-	is "$rc" 0 "seed $seed: undo ID exits 0 # TODO intermittent: random workloads still find undo mismatches (directory renames over trees the workload rebuilt, a mode-0640 file left unrestorable, a killed run losing a few pre-images); seeds are printed for replay, see the issue 3 note"
+	is "$rc" 0 "seed $seed: undo ID exits 0"
 	[ "$rc" = 0 ] || printf '#   %s\n' "$err" | head -20
 	after=$(tree_snapshot_full "$w")
-	is_snap "$(no_nlink "$after")" "$(no_nlink "$before")" "seed $seed: after undo: the tree is as before the killed run # TODO intermittent: random workloads still find undo mismatches (directory renames over trees the workload rebuilt, a mode-0640 file left unrestorable, a killed run losing a few pre-images); seeds are printed for replay, see the issue 3 note"
-	is_snap "$after" "$before" "seed $seed: after undo: link counts as before too # TODO intermittent: random workloads still find undo mismatches (directory renames over trees the workload rebuilt, a mode-0640 file left unrestorable, a killed run losing a few pre-images); seeds are printed for replay, see the issue 3 note"
+	is_snap "$(no_nlink "$after")" "$(no_nlink "$before")" "seed $seed: after undo: the tree is as before the killed run"
+	is_snap "$after" "$before" "seed $seed: after undo: link counts as before too"
 done
 
 done_testing

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Issue 3: the cases the random workloads of t0300/t0310 found, each pinned down on its own:
+# directories locked against their owner, hard links (made in the turn, and link identity across
+# an undo of an undo), a tree renamed onto a directory the turn removed, renames the kernel refuses.
+# After every undo the workspace is exactly as before (tree_snapshot_full: contents, modes, mtimes,
+# link counts); as the unprivileged user the permission cases are real (root bypasses them).
+BROKERED_TEST_DURABLE=1
+. "$(dirname "$0")/../lib.sh"
+require_core
+need python3
+
+# case NAME SCRIPT: fresh fixture, run SCRIPT under brokered, undo, compare; then undo the undo
+# and compare with the workload's result.
+case_undo() {
+	local name=$1 script=$2 w before mid after redo
+	w="$TEST_DIR/c-$name"
+	mkdir -p "$w"
+	w=$(cd "$w" && pwd -P)
+	make_fixture_tree "$w" 7
+	before=$(tree_snapshot_full "$w")
+	(cd "$w" && "$BROKERED" run -m "$name" -c "$script" </dev/null >/dev/null 2>"$TEST_DIR/$name.err")
+	is "$?" 0 "$name: the run exits 0"
+	sed 's/^/#   /' "$TEST_DIR/$name.err"
+	mid=$(tree_snapshot_full "$w")
+	[ "$mid" != "$before" ]
+	ok $? "$name: the run changed the tree"
+	is "$(cd "$w" && turn_state "$(last_turn_id)")" committed "$name: the run's turn is committed"
+	out=$(cd "$w" && "$BROKERED" undo 2>&1 </dev/null)
+	is "$?" 0 "$name: undo exits 0"
+	[ -z "$out" ] || printf '#   %s\n' "$out" | grep -v '^#   undo of' | head -5
+	after=$(tree_snapshot_full "$w")
+	is_snap "$after" "$before" "$name: after undo the tree is as before (modes, mtimes, link counts)"
+	(cd "$w" && "$BROKERED" undo >/dev/null 2>&1 </dev/null)
+	is "$?" 0 "$name: undo of the undo exits 0"
+	redo=$(tree_snapshot_full "$w")
+	is_snap "$redo" "$mid" "$name: undo of the undo gives the run's result back (links too)"
+}
+
+# A directory made unsearchable and unwritable for its owner, with changes inside it before.
+case_undo lock-dir 'echo more >> src/f1.txt && rm src/f2.txt && echo new > src/n.txt && chmod 444 src'
+case_undo lock-nested 'rm -f data/deep/er/est/f1.txt && chmod 000 data/deep/er/est && chmod 500 data/deep'
+case_undo lock-then-rm 'mkdir -p x/y && echo a > x/y/f && chmod 555 x/y && echo b >> data/f1.txt && chmod 0 x'
+
+# A hard link made in the turn, then the file changed through the new name: the source is restored.
+case_undo link-write 'ln src/f1.txt n1 && echo through-link >> n1 && chmod 700 n1'
+case_undo link-touch "ln data/f2.txt data/n2 && touch -d @1000 data/n2 && $BRK_PY -c 'import os; os.truncate(\"data/n2\", 3)'"
+# A name of a hard-linked pair removed by undo, linked back by the undo of the undo.
+case_undo link-pair 'ln src/f3.txt src/n3 && ln src/n3 docs/n3b && rm src/f3.txt'
+
+# A tree renamed onto a directory the turn removed: what it brought is removed by undo.
+case_undo rename-onto-removed 'rm -rf docs && mv src docs/'
+case_undo rename-exchange "$BRK_PY -c '
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.renameat2(-100, b\"src\", -100, b\"data\", 2) != 0:
+    raise OSError(ctypes.get_errno(), \"renameat2\")
+'"
+
+# Renames the kernel refuses leave no record that undo would act on.
+w="$TEST_DIR/refused"
+mkdir -p "$w"
+w=$(cd "$w" && pwd -P)
+make_fixture_tree "$w" 8
+before=$(tree_snapshot_full "$w")
+err=$(cd "$w" && "$BROKERED" run -- mv -T data/deep/er/est data/deep 2>&1)
+[ $? -ne 0 ]
+ok $? "rename of a directory onto a non-empty one fails"
+case $err in *"not empty"* | *"Directory not empty"*) ok 0 "it says: Directory not empty" ;;
+*) ok 1 "it says: Directory not empty"; echo "#   got: $err" ;; esac
+err=$(cd "$w" && "$BROKERED" run -- "$BRK_PY" -c 'import os; os.rename("data", "data/deep/into")' 2>&1)
+case $err in *"Invalid argument"*) ok 0 "rename of a directory into its own subtree: EINVAL" ;;
+*) ok 1 "rename of a directory into its own subtree: EINVAL"; echo "#   got: $err" ;; esac
+(cd "$w" && "$BROKERED" run -- sh -c 'echo x >> f1.txt')
+(cd "$w" && "$BROKERED" undo >/dev/null 2>&1 </dev/null)
+is "$?" 0 "undo after the refused renames exits 0"
+is_snap "$(tree_snapshot_full "$w")" "$before" "the refused renames recorded nothing that undo would remove"
+
+done_testing
