@@ -666,16 +666,83 @@ static void restored_add(struct applier *a, const struct store_record *pre)
 		(struct restored_inode){.ino = pre->ino, .nlink = pre->nlink, .path = pre->path};
 }
 
-static int create_file(struct applier *a, int pfd, const char *name,
-		       const struct store_record *pre)
+/*
+ * The name still holds the recorded inode and that inode had other names: put the content back
+ * into it, so that names the turn never recorded (another hard link) get it back too. -EAGAIN:
+ * not possible (not writable, another inode), rename a copy into place instead.
+ */
+static int restore_in_place(struct applier *a, int pfd, const char *name,
+			    const struct store_record *pre)
 {
+	_cleanup_close_ int ofd = store_object_open(a->s, pre->hash);
+	if (ofd < 0)
+		return ofd;
+	char hash[65];
+	int r = store_hash_fd(ofd, hash);
+	if (r < 0)
+		return r;
+	if (strcmp(hash, pre->hash) != 0)
+		return -EBADMSG; /* the object is damaged: never restore wrong content */
+	_cleanup_close_ int fd =
+		openat(pfd, name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_ino != pre->ino)
+		return -EAGAIN;
+	r = record(a, pfd, name, pre->path, 0, NULL); /* a copy: the inode stays in use */
+	if (r >= 0)
+		r = store_copy_fd(ofd, fd);
+	if (r >= 0)
+		r = set_owner_mode_times(fd, pre);
+	if (r >= 0 && a->sync && fdatasync(fd) < 0)
+		r = negative_errno();
+	return r;
+}
+
+/*
+ * The names of one recorded inode were recorded at different times, the later ones maybe after a
+ * change through an earlier name: the content, mode and times to give back are the earliest.
+ */
+static struct store_record group_source(const struct applier *a, const struct store_record *pre)
+{
+	struct store_record v = *pre;
+	const struct store_record *src = pre;
+	for (size_t i = 0; a->p && pre->ino && i < a->p->n_items; i++) {
+		const struct store_record *o = &a->p->items[i].pre;
+		if (o->kind == STORE_KIND_FILE && o->ino == pre->ino && o->seq < src->seq &&
+		    (o->nlink > 1 || pre->nlink > 1) && !o->not_backed_up && o->hash[0])
+			src = o;
+	}
+	memcpy(v.hash, src->hash, sizeof v.hash);
+	v.size = src->size;
+	v.mode = src->mode;
+	v.uid = src->uid;
+	v.gid = src->gid;
+	v.mtime_ns = src->mtime_ns;
+	return v;
+}
+
+static int create_file(struct applier *a, int pfd, const char *name,
+		       const struct store_plan_item *it)
+{
+	const struct store_record group = group_source(a, &it->pre);
+	const struct store_record *pre = it->pre.kind == STORE_KIND_FILE ? &group : &it->pre;
 	const struct restored_inode *other = pre->kind == STORE_KIND_FILE ? restored_find(a, pre) : NULL;
+	int r;
 	if (other) {
-		int r = create_by_link(a, pfd, name, pre, other->path);
+		r = create_by_link(a, pfd, name, pre, other->path);
 		if (r != -EAGAIN)
 			return r;
 	}
-	int r = create_by_rename(a, pfd, name, pre);
+	if (pre->kind == STORE_KIND_FILE && it->action == STORE_ACTION_REPLACE && pre->ino &&
+	    pre->nlink > 1 && it->cur_ino == pre->ino) {
+		r = restore_in_place(a, pfd, name, pre);
+		if (r >= 0)
+			restored_add(a, pre);
+		if (r != -EAGAIN)
+			return r;
+	}
+	r = create_by_rename(a, pfd, name, pre);
 	if (r >= 0 && pre->kind == STORE_KIND_FILE)
 		restored_add(a, pre);
 	return r;
@@ -698,7 +765,7 @@ static int create_item(struct applier *a, const struct store_plan_item *it)
 			return r;
 	}
 	if (pre->kind == STORE_KIND_FILE || pre->kind == STORE_KIND_SYMLINK)
-		return create_file(a, pfd, name, pre);
+		return create_file(a, pfd, name, it);
 	int r = record(a, pfd, name, pre->path, 0, NULL);
 	if (r < 0)
 		return r;
@@ -753,12 +820,18 @@ static void apply_phases(struct applier *a, struct store_plan *p)
 	for (size_t i = p->n_items; i-- > 0;)
 		if (p->items[i].action == STORE_ACTION_REMOVE)
 			p->items[i].error = remove_item(a, &p->items[i]);
-	/* Creations shallowest first. */
-	for (size_t i = 0; i < p->n_items; i++) {
-		struct store_plan_item *it = &p->items[i];
-		if (it->action == STORE_ACTION_CREATE || it->action == STORE_ACTION_REPLACE)
-			it->error = create_item(a, it);
-	}
+	/* Creations shallowest first; names that still hold their hard-linked inode before the
+	 * others, which then link to it. */
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < p->n_items; i++) {
+			struct store_plan_item *it = &p->items[i];
+			bool holder = it->action == STORE_ACTION_REPLACE &&
+				      it->pre.kind == STORE_KIND_FILE && it->pre.nlink > 1 &&
+				      it->pre.ino && it->cur_ino == it->pre.ino;
+			if ((it->action == STORE_ACTION_CREATE || it->action == STORE_ACTION_REPLACE) &&
+			    holder == (pass == 0))
+				it->error = create_item(a, it);
+		}
 	/* Directory metadata last, once nothing changes inside them any more, deepest first;
 	 * with it the directories unlocked on the way get their own modes back. */
 	struct final_step {

@@ -1447,7 +1447,7 @@ static int records_dedup(struct store_record *v, size_t n, struct store_record *
 		if (k > 0 && strcmp(out[k - 1].path, ix[i].r->path) == 0)
 			store_record_done(ix[i].r);
 		else
-			out[k++] = *ix[i].r;
+			out[k++] = *ix[i].r, out[k - 1].seq = ix[i].idx;
 	}
 	free(ix);
 	free(v);

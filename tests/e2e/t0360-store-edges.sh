@@ -9,14 +9,15 @@ BROKERED_TEST_DURABLE=1
 require_core
 need python3
 
-# case NAME SCRIPT: fresh fixture, run SCRIPT under brokered, undo, compare; then undo the undo
-# and compare with the workload's result.
+# case_undo NAME SCRIPT [SETUP]: fresh fixture (then SETUP, natively), run SCRIPT under brokered,
+# undo, compare; then undo the undo and compare with the workload's result.
 case_undo() {
-	local name=$1 script=$2 w before mid after redo
+	local name=$1 script=$2 setup=${3:-} w before mid after redo
 	w="$TEST_DIR/c-$name"
 	mkdir -p "$w"
 	w=$(cd "$w" && pwd -P)
 	make_fixture_tree "$w" 7
+	[ -z "$setup" ] || (cd "$w" && sh -c "$setup")
 	before=$(tree_snapshot_full "$w")
 	(cd "$w" && "$BROKERED" run -m "$name" -c "$script" </dev/null >/dev/null 2>"$TEST_DIR/$name.err")
 	is "$?" 0 "$name: the run exits 0"
@@ -46,6 +47,10 @@ case_undo link-write 'ln src/f1.txt n1 && echo through-link >> n1 && chmod 700 n
 case_undo link-touch "ln data/f2.txt data/n2 && touch -d @1000 data/n2 && $BRK_PY -c 'import os; os.truncate(\"data/n2\", 3)'"
 # A name of a hard-linked pair removed by undo, linked back by the undo of the undo.
 case_undo link-pair 'ln src/f3.txt src/n3 && ln src/n3 docs/n3b && rm src/f3.txt'
+
+# Two names of one inode before the turn, changed in place through one: undo gives both back.
+case_undo link-preexisting 'echo appended >> src/f1.txt && chmod 600 src/f1.txt' 'ln src/f1.txt docs/f1-link'
+case_undo link-preexisting-rm 'echo appended >> src/f1.txt && rm docs/f1-link' 'ln src/f1.txt docs/f1-link'
 
 # A tree renamed onto a directory the turn removed: what it brought is removed by undo.
 case_undo rename-onto-removed 'rm -rf docs && mv src docs/'
