@@ -45,6 +45,8 @@ struct broker {
 	struct broker_config cfg;
 	struct audit *audit;
 	struct store_turn *turn;
+	bool batch;       /* group commit: see broker_set_batch() */
+	bool batch_dirty; /* a request of the batch recorded a pre-image that awaits the flush */
 	const struct policy *policy;
 	int root_fd;
 	struct broker_stats stats;
@@ -476,6 +478,10 @@ static int broker_before_change(struct broker *b, int parent_fd, const char *nam
 	switch (res) {
 	case STORE_RESULT_SAVED:
 		b->stats.backups_saved++;
+		if (b->batch && !is_volatile(b, parent_fd)) {
+			b->batch_dirty = true;
+			return -EINPROGRESS; /* recorded; flushed with the batch, then done again */
+		}
 		r = is_volatile(b, parent_fd) ? store_flush(b->turn) : store_sync(b->turn);
 		if (r < 0) {
 			l->backup = "sync-failed";
@@ -490,6 +496,10 @@ static int broker_before_change(struct broker *b, int parent_fd, const char *nam
 		remember_oversize(b, real);
 		break;
 	case STORE_RESULT_ALREADY:
+		/* maybe recorded by an earlier request of this batch: not durable before its flush */
+		if (b->batch && b->batch_dirty)
+			return -EINPROGRESS;
+		break;
 	case STORE_RESULT_DISABLED:
 	default:
 		break;
@@ -1374,6 +1384,13 @@ void broker_handle(struct broker *b, const struct broker_req *q, struct broker_r
 		break;
 	}
 done:
+	if (r == -EINPROGRESS && b->batch) {
+		broker_resp_done(resp);
+		*resp = (struct broker_resp){.kind = BROKER_RESP_RETRY, .fd = -1, .created_parent_fd = -1};
+		b->stats.requests--; /* counted when it is handled again */
+		resolved_done(&res);
+		return;
+	}
 	if (r < 0) {
 		broker_resp_done(resp);
 		set_error(resp, r);
@@ -1394,6 +1411,26 @@ done:
 	}
 	log_op(b, q, &l, r < 0 ? r : 0, &t0);
 	resolved_done(&res);
+}
+
+/* ---- group commit ---- */
+
+bool broker_batch_useful(const struct broker *b)
+{
+	return b->turn && b->cfg.backup_enabled && store_turn_durable(b->turn);
+}
+
+void broker_set_batch(struct broker *b, bool on)
+{
+	b->batch = on && broker_batch_useful(b);
+}
+
+int broker_batch_sync(struct broker *b, size_t n)
+{
+	b->stats.batch_syncs++;
+	b->stats.batched += n;
+	b->batch_dirty = false;
+	return store_sync(b->turn);
 }
 
 /* ---- the socket door ---- */

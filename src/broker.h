@@ -71,6 +71,8 @@ enum broker_resp_kind {
 	BROKER_RESP_FD,       /* install fd in the target (ADDFD + SEND) */
 	BROKER_RESP_DEFER,    /* a FIFO with no reader yet: fd is an O_PATH fd of it; the supervisor
 			       * retries a non-blocking open with defer_flags until it succeeds */
+	BROKER_RESP_RETRY,    /* batch mode: pre-images recorded, not yet durable; nothing was done.
+			       * Handle the request again after broker_batch_sync(). */
 };
 
 struct broker_resp {
@@ -97,6 +99,7 @@ struct broker_config {
 struct broker_stats {
 	uint64_t requests, allowed, denied, continued, errors;
 	uint64_t backups_saved, backups_absent, not_backed_up;
+	uint64_t batch_syncs, batched; /* group commit: flushes, requests that shared one */
 };
 
 struct broker;
@@ -109,6 +112,15 @@ void broker_set_policy(struct broker *b, const struct policy *p);
 void broker_handle(struct broker *b, const struct broker_req *req, struct broker_resp *resp);
 /* Audit a request refused before it reached the broker (unreadable or invalid arguments). */
 void broker_audit_invalid(struct broker *b, const struct broker_req *req, int err);
+/*
+ * Group commit. With batch mode on, a request that needs a pre-image flushed records it, does
+ * nothing else and answers BROKER_RESP_RETRY; after one broker_batch_sync() for the whole batch
+ * the supervisor hands each such request in again (batch mode off), which finds its pre-images
+ * recorded and performs the operation. Only worth it when pre-images are flushed at all.
+ */
+bool broker_batch_useful(const struct broker *b);
+void broker_set_batch(struct broker *b, bool on);
+int broker_batch_sync(struct broker *b, size_t n_requests);
 /* Called after a BROKER_RESP_FD response could not be delivered. */
 void broker_undo_creation(struct broker *b, struct broker_resp *resp);
 void broker_resp_done(struct broker_resp *resp);

@@ -799,6 +799,12 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 	safe_close(rs.listener);
 	a->exit_status = rs.child_done ? status_to_exit(rs.child_status) : RUN_EXIT_FAILURE;
 	phase("command ended, sandbox empty");
+	{
+		const struct broker_stats *bs = broker_get_stats(a->broker);
+		log_debug("%" PRIu64 " requests, %" PRIu64 " pre-images saved; group commit: %" PRIu64
+			  " requests shared %" PRIu64 " flushes",
+			  bs->requests, bs->backups_saved, bs->batched, bs->batch_syncs);
+	}
 	r = 0;
 
 	/* The terminal's foreground may still be the command's process group. */

@@ -113,6 +113,9 @@ int store_sync(struct store_turn *t);
  */
 int store_flush(struct store_turn *t);
 
+/* Are pre-images of this turn flushed to stable storage (sandbox.fileBackup.sync)? */
+bool store_turn_durable(const struct store_turn *t);
+
 /* Counters for the run's summary. */
 struct store_stats {
 	uint64_t saved, absent, not_backed_up, bytes_stored;

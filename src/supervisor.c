@@ -2,6 +2,7 @@
 #include "supervisor.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
@@ -559,20 +560,21 @@ static void respond(struct supervisor *s, uint64_t id, int64_t val, int32_t err,
 	(void)seccomp_notify_respond(s->listener, resp);
 }
 
-int supervisor_handle_one(struct supervisor *s)
+/* A notification of the current batch whose pre-images wait for the batch's flush. */
+struct pending_notif {
+	uint64_t id;
+	pid_t tid;
+	struct seccomp_data data;
+};
+
+#define BATCH_MAX 64
+
+/* Handle one notification; 1: batch mode, handle it again after the flush. */
+static int handle(struct supervisor *s, uint64_t id, pid_t tid, const struct seccomp_data *data,
+		  bool batch)
 {
-	memset(s->req, 0, sizeof *s->req); /* libseccomp 2.5.4 does not, and the kernel insists */
-	int r = seccomp_notify_receive(s->listener, s->req);
-	if (r < 0) {
-		/* -ENOENT: the target died before we read it; -EINTR: a signal. */
-		if (r == -ENOENT || r == -EINTR || r == -EAGAIN)
-			return 0;
-		return r;
-	}
-	uint64_t id = s->req->id;
-	pid_t tid = (pid_t)s->req->pid;
 	struct broker_req q;
-	r = decode(s, &s->req->data, tid, &q);
+	int r = decode(s, data, tid, &q);
 	/* Decide only on copies, and only while the target is still the one that asked. */
 	if (seccomp_notify_id_valid(s->listener, id) < 0)
 		return 0;
@@ -587,8 +589,13 @@ int supervisor_handle_one(struct supervisor *s)
 		return 0;
 	}
 	struct broker_resp br;
+	broker_set_batch(s->broker, batch);
 	broker_handle(s->broker, &q, &br);
+	broker_set_batch(s->broker, false);
 	switch (br.kind) {
+	case BROKER_RESP_RETRY:
+		broker_resp_done(&br);
+		return 1;
 	case BROKER_RESP_CONTINUE:
 		respond(s, id, 0, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE);
 		break;
@@ -614,5 +621,56 @@ int supervisor_handle_one(struct supervisor *s)
 		break;
 	}
 	broker_resp_done(&br);
+	return 0;
+}
+
+static bool listener_ready(struct supervisor *s)
+{
+	struct pollfd p = {.fd = s->listener, .events = POLLIN};
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+static int receive(struct supervisor *s)
+{
+	memset(s->req, 0, sizeof *s->req); /* libseccomp 2.5.4 does not, and the kernel insists */
+	int r = seccomp_notify_receive(s->listener, s->req);
+	/* -ENOENT: the target died before we read it; -EINTR: a signal. */
+	if (r == -ENOENT || r == -EINTR || r == -EAGAIN)
+		return 0;
+	return r < 0 ? r : 1;
+}
+
+/*
+ * One notification, or a batch of them when more are already waiting (concurrent processes):
+ * group commit. Every request of the batch records its pre-images unflushed, one flush covers
+ * them all, then each request is handled again and performed. A request with nothing to flush
+ * is answered at once. If the flush fails, nothing of the batch is done: each request fails.
+ */
+int supervisor_handle_one(struct supervisor *s)
+{
+	int r = receive(s);
+	if (r <= 0)
+		return r;
+	bool batch = broker_batch_useful(s->broker) && listener_ready(s);
+	if (!batch)
+		return handle(s, s->req->id, (pid_t)s->req->pid, &s->req->data, false), 0;
+	struct pending_notif pend[BATCH_MAX];
+	size_t n = 0;
+	for (size_t k = 0; k < BATCH_MAX; k++) {
+		if (k > 0 && (!listener_ready(s) || (r = receive(s)) <= 0))
+			break;
+		struct pending_notif p = {s->req->id, (pid_t)s->req->pid, s->req->data};
+		if (handle(s, p.id, p.tid, &p.data, true) == 1)
+			pend[n++] = p;
+	}
+	if (n == 0)
+		return 0;
+	r = broker_batch_sync(s->broker, n);
+	for (size_t i = 0; i < n; i++) {
+		if (r >= 0)
+			(void)handle(s, pend[i].id, pend[i].tid, &pend[i].data, false);
+		else if (seccomp_notify_id_valid(s->listener, pend[i].id) == 0)
+			respond(s, pend[i].id, 0, r, 0);
+	}
 	return 0;
 }
