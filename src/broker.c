@@ -974,16 +974,6 @@ static int do_rename(struct broker *b, const struct broker_req *q, struct broker
 			r = -EXDEV;
 			goto out;
 		}
-		if (sdir && !dir_is_empty(dst.parent_fd, dst.name)) {
-			r = -ENOTEMPTY;
-			goto out;
-		}
-	}
-	/* A directory cannot move below itself; its tree is not recorded as arriving there. */
-	if (S_ISDIR(res->st.st_mode) && path_is_under(dst.real, res->real) &&
-	    strcmp(dst.real, res->real) != 0) {
-		r = -EINVAL;
-		goto out;
 	}
 	if ((r = check_git_guard(b, dst.real, l)) < 0 ||
 	    (exchange && (r = check_git_guard(b, res->real, l)) < 0))
@@ -1008,6 +998,20 @@ static int do_rename(struct broker *b, const struct broker_req *q, struct broker
 		goto out;
 	}
 	l->decision = DECIDE_BROKER;
+	/* More of the kernel's rules, once policy allowed the rename and before any record: a
+	 * directory goes only onto an empty one, and not below itself (its tree would be recorded
+	 * as arriving where it cannot). */
+	if (!exchange && dst.exists && S_ISDIR(dst.st.st_mode) && S_ISDIR(res->st.st_mode) &&
+	    !(res->st.st_dev == dst.st.st_dev && res->st.st_ino == dst.st.st_ino) &&
+	    !dir_is_empty(dst.parent_fd, dst.name)) {
+		r = -ENOTEMPTY;
+		goto out;
+	}
+	if (S_ISDIR(res->st.st_mode) && path_is_under(dst.real, res->real) &&
+	    strcmp(dst.real, res->real) != 0) {
+		r = -EINVAL;
+		goto out;
+	}
 	/* Pre-images: the source lives on under the new name, so it is copied (a directory with its
 	 * whole tree); the replaced target is recorded as well. Nothing is consumed: if the rename
 	 * fails after this, both names are untouched. */
@@ -1183,7 +1187,8 @@ static int do_link(struct broker *b, const struct broker_req *q, struct broker_r
 	/* The source's inode gets a second name, and whatever is done to it through that name is
 	 * done to the source: record the source now, or undo would remove the name and leave the
 	 * source changed. */
-	if (sd == DECIDE_BROKER && S_ISREG(src.st.st_mode) && src.parent_fd >= 0 && src.name) {
+	if (sd == DECIDE_BROKER && S_ISREG(src.st.st_mode) && src.st.st_nlink > 0 && src.real &&
+	    src.parent_fd >= 0 && src.name && src.obj_fd < 0) {
 		r = broker_before_change(b, src.parent_fd, src.name, src.real, 0, NULL, l);
 		if (r < 0)
 			goto out;
