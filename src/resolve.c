@@ -245,8 +245,9 @@ int resolve_path(const struct resolve_ctx *ctx, int dirfd, const char *path, uns
 		int start = cur.buf[0] == '/' ? ctx->root_fd : base;
 		bool proc_target = strncmp(cur.buf, "/proc/", 6) == 0;
 		int pfd;
+		/* A bare name: base is the parent (fill_real() checks that it is a directory). */
 		if (start == base && dir.len == 0)
-			pfd = TAKE_FD(base); /* a bare name: base is the parent (fill_real checks it) */
+			pfd = TAKE_FD(base);
 		else
 			pfd = open_dir_part(start, strbuf_cstr(&dir), proc_target);
 		if (pfd < 0) {

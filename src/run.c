@@ -786,7 +786,8 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 	/* Wake the target on the CPU that answers it (6.6+); harmless where unsupported. The
 	 * kernel takes the flags as the ioctl's argument itself, not through a pointer (a pointer
 	 * is refused with EINVAL, and the flag was never set). */
-	if (ioctl(rs.listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, (unsigned long)SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP) < 0)
+	if (ioctl(rs.listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS,
+		  (unsigned long)SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP) < 0)
 		log_debug_errno(errno, "Failed to set SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: %m");
 
 	if ((r = supervisor_new(rs.listener, a->broker, &sv)) < 0) {
