@@ -435,19 +435,23 @@ static void remember_oversize(struct broker *b, const char *path)
 
 /*
  * A file on tmpfs or ramfs does not survive a crash, so neither needs its pre-image: it is
- * recorded without waiting for a flush (the record still precedes the change in memory).
+ * recorded without waiting for a flush (the record still precedes the change in memory). dev is the
+ * parent's st_dev when the caller has it (0: look).
  */
-static bool is_volatile(struct broker *b, int parent_fd)
+static bool is_volatile(struct broker *b, int parent_fd, dev_t dev)
 {
-	struct stat st;
-	if (fstat(parent_fd, &st) < 0)
-		return false;
-	if (b->volatile_known && st.st_dev == b->volatile_dev)
+	if (!dev) {
+		struct stat st;
+		if (fstat(parent_fd, &st) < 0)
+			return false;
+		dev = st.st_dev;
+	}
+	if (b->volatile_known && dev == b->volatile_dev)
 		return b->volatile_known > 0;
 	struct statfs sf;
 	bool v = fstatfs(parent_fd, &sf) == 0 &&
 		 (sf.f_type == 0x01021994 /* TMPFS_MAGIC */ || sf.f_type == 0x858458f6 /* RAMFS */);
-	b->volatile_dev = st.st_dev;
+	b->volatile_dev = dev;
 	b->volatile_known = v ? 1 : -1;
 	return v;
 }
@@ -455,10 +459,12 @@ static bool is_volatile(struct broker *b, int parent_fd)
 /*
  * Every broker path that is about to change or create something at parent_fd/name calls this one
  * function first. Fails closed: if the pre-image cannot be recorded, the change must not happen.
+ * st is the name's lstat() just taken by the caller, or NULL with STORE_ABSENT in flags, or NULL
+ * (the store looks); dev the parent's st_dev, or 0.
  */
-static int broker_before_change(struct broker *b, int parent_fd, const char *name,
-				const char *real, unsigned flags, bool *ret_consumed,
-				struct op_log *l)
+static int before_change(struct broker *b, int parent_fd, const char *name, const char *real,
+			 const struct stat *st, dev_t dev, unsigned flags, bool *ret_consumed,
+			 struct op_log *l)
 {
 	if (ret_consumed)
 		*ret_consumed = false;
@@ -468,7 +474,7 @@ static int broker_before_change(struct broker *b, int parent_fd, const char *nam
 	}
 	enum store_result res = STORE_RESULT_DISABLED;
 	bool consumed = false;
-	int r = store_preimage(b->turn, parent_fd, name, real, flags, &res, &consumed);
+	int r = store_preimage_stat(b->turn, parent_fd, name, real, st, flags, &res, &consumed);
 	if (r < 0) {
 		l->backup = "failed";
 		/* An oversize file under deny_oversize is a refusal, not an I/O error. */
@@ -478,11 +484,11 @@ static int broker_before_change(struct broker *b, int parent_fd, const char *nam
 	switch (res) {
 	case STORE_RESULT_SAVED:
 		b->stats.backups_saved++;
-		if (b->batch && !is_volatile(b, parent_fd)) {
+		if (b->batch && !is_volatile(b, parent_fd, dev)) {
 			b->batch_dirty = true;
 			return -EINPROGRESS; /* recorded; flushed with the batch, then done again */
 		}
-		r = is_volatile(b, parent_fd) ? store_flush(b->turn) : store_sync(b->turn);
+		r = is_volatile(b, parent_fd, dev) ? store_flush(b->turn) : store_sync(b->turn);
 		if (r < 0) {
 			l->backup = "sync-failed";
 			return r;
@@ -507,6 +513,22 @@ static int broker_before_change(struct broker *b, int parent_fd, const char *nam
 	if (ret_consumed)
 		*ret_consumed = consumed;
 	return 0;
+}
+
+static int broker_before_change(struct broker *b, int parent_fd, const char *name,
+				const char *real, unsigned flags, bool *ret_consumed,
+				struct op_log *l)
+{
+	return before_change(b, parent_fd, name, real, NULL, 0, flags, ret_consumed, l);
+}
+
+/* The same for a name resolve_path() has just looked at: the store need not look again. */
+static int before_change_res(struct broker *b, const struct resolved *res, unsigned flags,
+			     bool *ret_consumed, struct op_log *l)
+{
+	return before_change(b, res->parent_fd, res->name, res->real, res->exists ? &res->st : NULL,
+			     res->parent_dev, res->exists ? flags : flags | STORE_ABSENT, ret_consumed,
+			     l);
 }
 
 /* ---- helpers ---- */
@@ -668,7 +690,7 @@ static int do_open(struct broker *b, const struct broker_req *q, struct broker_r
 				resp->kind = BROKER_RESP_CONTINUE;
 				return 0;
 			}
-			r = broker_before_change(b, res->parent_fd, res->name, res->real, 0, NULL, l);
+			r = before_change_res(b, res, 0, NULL, l);
 			if (r < 0)
 				return r;
 			mode_t um;
@@ -677,8 +699,12 @@ static int do_open(struct broker *b, const struct broker_req *q, struct broker_r
 					(int)(q->flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY),
 					q->mode & ~um & 07777);
 			if (fd < 0) {
-				if (errno == EEXIST && !excl)
-					continue; /* created meanwhile: open the existing file */
+				/* Created meanwhile (from outside the sandbox): open the existing file
+				 * again, unless this very call recorded the path as absent; then the
+				 * file would be changed with no backup. Fail closed. */
+				if (errno == EEXIST && !excl &&
+				    !(l->backup && strcmp(l->backup, store_result_name(STORE_RESULT_ABSENT)) == 0))
+					continue;
 				return negative_errno();
 			}
 			resp->kind = BROKER_RESP_FD;
@@ -725,7 +751,7 @@ static int do_open(struct broker *b, const struct broker_req *q, struct broker_r
 			return 0;
 		}
 		if (acc != O_RDONLY || (q->flags & O_TRUNC)) {
-			r = broker_before_change(b, res->parent_fd, res->name, res->real, 0, NULL, l);
+			r = before_change_res(b, res, 0, NULL, l);
 			if (r < 0)
 				return r;
 		}
@@ -783,7 +809,7 @@ static int do_truncate(struct broker *b, const struct broker_req *q, struct brok
 	if (fd < 0)
 		return negative_errno();
 	if (res->parent_fd >= 0) {
-		r = broker_before_change(b, res->parent_fd, res->name, res->real, 0, NULL, l);
+		r = before_change_res(b, res, 0, NULL, l);
 		if (r < 0)
 			return r;
 	}
@@ -859,7 +885,7 @@ static int do_unlink(struct broker *b, const struct broker_req *q, struct broker
 	 * store with its record. */
 	bool consumed = false;
 	unsigned f = rmdir_ ? STORE_CONSUME : S_ISREG(res->st.st_mode) ? STORE_REPLACE : 0;
-	r = broker_before_change(b, res->parent_fd, res->name, res->real, f, &consumed, l);
+	r = before_change_res(b, res, f, &consumed, l);
 	if (r < 0)
 		return r;
 	if (!consumed && unlinkat(res->parent_fd, res->name, rmdir_ ? AT_REMOVEDIR : 0) < 0)
@@ -1016,8 +1042,7 @@ static int do_rename(struct broker *b, const struct broker_req *q, struct broker
 	 * whole tree); the replaced target is recorded as well. Nothing is consumed: if the rename
 	 * fails after this, both names are untouched. */
 	if (d1 == DECIDE_BROKER) {
-		r = broker_before_change(b, res->parent_fd, res->name, res->real,
-					 S_ISDIR(res->st.st_mode) ? STORE_TREE : 0, NULL, l);
+		r = before_change_res(b, res, S_ISDIR(res->st.st_mode) ? STORE_TREE : 0, NULL, l);
 		if (r < 0)
 			goto out;
 	}
@@ -1027,7 +1052,7 @@ static int do_rename(struct broker *b, const struct broker_req *q, struct broker
 		 * keep the file itself rather than a copy (sed -i, mv over). */
 		if (!exchange && dst.exists && S_ISREG(dst.st.st_mode))
 			f |= STORE_REPLACE;
-		r = broker_before_change(b, dst.parent_fd, dst.name, dst.real, f, NULL, l);
+		r = before_change_res(b, &dst, f, NULL, l);
 		if (r < 0)
 			goto out;
 	}
@@ -1089,7 +1114,7 @@ static int create_common(struct broker *b, const struct broker_req *q, struct br
 		resp->kind = BROKER_RESP_CONTINUE;
 		return 1;
 	}
-	return broker_before_change(b, res->parent_fd, res->name, res->real, 0, NULL, l);
+	return before_change_res(b, res, 0, NULL, l);
 }
 
 static int do_mkdir(struct broker *b, const struct broker_req *q, struct broker_resp *resp,
@@ -1252,12 +1277,11 @@ static int do_meta(struct broker *b, const struct broker_req *q, struct broker_r
 	if (q->op == BROKER_OP_CHMOD && !follow && S_ISLNK(res->st.st_mode))
 		return -EOPNOTSUPP;
 
-	/* The object to act on: a path through our own fd of it. */
-	_cleanup_close_ int ofd = -1;
-	if (res->obj_fd >= 0) {
-		ofd = dup(res->obj_fd);
-	} else {
-		ofd = openat(res->parent_fd, res->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	/* The object to act on: a path through our own fd of it (res owns a magic link's). */
+	_cleanup_close_ int own_fd = -1;
+	int ofd = res->obj_fd;
+	if (ofd < 0) {
+		ofd = own_fd = openat(res->parent_fd, res->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 		struct stat st;
 		if (ofd >= 0 && (fstat(ofd, &st) < 0 || st.st_ino != res->st.st_ino))
 			return -EAGAIN;
@@ -1268,24 +1292,36 @@ static int do_meta(struct broker *b, const struct broker_req *q, struct broker_r
 	proc_fd_path(p, sizeof p, ofd);
 
 	if (res->parent_fd >= 0 && res->name && res->real && !path_is_under(res->real, b->cfg.scratch)) {
-		r = broker_before_change(b, res->parent_fd, res->name, res->real, STORE_METADATA, NULL, l);
+		r = before_change_res(b, res, STORE_METADATA, NULL, l);
 		if (r < 0)
 			return r;
 	} else if (res->real && res->obj_fd >= 0 && S_ISREG(res->st.st_mode) &&
+		   !path_is_under(res->real, b->cfg.scratch) &&
+		   store_preimage_recorded(b->turn, res->real) && b->cfg.backup_enabled) {
+		/* fd form on a file this turn has recorded already (one it created, say: tar's
+		 * futimens, fchmod, fchown after each file): nothing to back up, no name to look up;
+		 * but a record of the current batch is not flushed yet. */
+		if (b->batch && b->batch_dirty)
+			return -EINPROGRESS;
+		l->backup = "already";
+	} else if (res->real && res->obj_fd >= 0 && S_ISREG(res->st.st_mode) &&
 		   !path_is_under(res->real, b->cfg.scratch)) {
-		/* fd form on a named file: back it up by its name. */
+		/* fd form on a named file: back it up by its name. A name that no longer holds
+		 * the file (renamed meanwhile) is no backup: refuse, never change it unbacked. */
 		_cleanup_free_ char *parent = NULL;
 		const char *name;
-		if (path_split(res->real, &parent, &name) == 0) {
-			_cleanup_close_ int pfd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
-			struct stat st;
-			if (pfd >= 0 && fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-			    st.st_ino == res->st.st_ino && st.st_dev == res->st.st_dev) {
-				r = broker_before_change(b, pfd, name, res->real, STORE_METADATA, NULL, l);
-				if (r < 0)
-					return r;
-			}
+		if (path_split(res->real, &parent, &name) < 0)
+			return -EACCES;
+		_cleanup_close_ int pfd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		struct stat st;
+		if (pfd < 0 || fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    st.st_ino != res->st.st_ino || st.st_dev != res->st.st_dev) {
+			l->backup = "failed";
+			return -EACCES;
 		}
+		r = broker_before_change(b, pfd, name, res->real, STORE_METADATA, NULL, l);
+		if (r < 0)
+			return r;
 	}
 
 	switch (q->op) {
@@ -1680,7 +1716,7 @@ static int trash_move(struct broker *b, struct resolved *res, struct op_log *l, 
 {
 	bool isdir = S_ISDIR(res->st.st_mode);
 	/* Not consumed: the file lives on in the trash, so the store copies it (a tree with it). */
-	int r = broker_before_change(b, res->parent_fd, res->name, res->real, isdir ? STORE_TREE : 0,
+	int r = before_change_res(b, res, isdir ? STORE_TREE : 0,
 				     NULL, l);
 	if (r < 0)
 		return r;
@@ -2169,7 +2205,7 @@ static int door_modify_backup(struct broker *b, const struct broker_ipc_ctx *c, 
 		else if (res.exists && !S_ISREG(res.st.st_mode))
 			l.backup = "not-regular";
 		else
-			r = broker_before_change(b, res.parent_fd, res.name, res.real, 0, NULL, &l);
+			r = before_change_res(b, &res, 0, NULL, &l);
 	}
 	log_op(b, &q, &l, r < 0 ? r : 0, &t0);
 	resolved_done(&res);

@@ -71,18 +71,67 @@ int proc_open_dirfd(pid_t tid, int dirfd, int flags)
 	return fd;
 }
 
-static int read_status_field(pid_t tid, const char *key, char *out, size_t outsz)
+/*
+ * /proc/TID/status of the last few tasks asked about, kept open: a pread() is one syscall where
+ * open, read, close are three, on every file a command creates. The fd stays tied to its task;
+ * once the task is gone (its tid may be reused) a read fails and the entry is opened again.
+ */
+#define STATUS_CACHE 8
+static struct {
+	pid_t tid; /* 0: free */
+	int fd;
+} status_cache[STATUS_CACHE];
+static unsigned status_next;
+
+static int status_open(pid_t tid)
 {
 	char p[64];
 	snprintf(p, sizeof p, "/proc/%d/status", (int)tid);
-	_cleanup_close_ int fd = open(p, O_RDONLY | O_CLOEXEC);
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? negative_errno() : fd;
+}
+
+static ssize_t status_read(pid_t tid, char *buf, size_t n)
+{
+	unsigned slot = STATUS_CACHE;
+	for (unsigned i = 0; i < STATUS_CACHE; i++)
+		if (status_cache[i].tid == tid) {
+			slot = i;
+			break;
+		}
+	if (slot < STATUS_CACHE) {
+		ssize_t k = RETRY_EINTR(pread(status_cache[slot].fd, buf, n, 0));
+		if (k > 0)
+			return k;
+		safe_close(status_cache[slot].fd);
+		status_cache[slot].tid = 0;
+	} else {
+		slot = status_next++ % STATUS_CACHE;
+		if (status_cache[slot].tid)
+			safe_close(status_cache[slot].fd);
+		status_cache[slot].tid = 0;
+	}
+	int fd = status_open(tid);
 	if (fd < 0)
-		return negative_errno();
+		return fd;
+	ssize_t k = RETRY_EINTR(pread(fd, buf, n, 0));
+	if (k < 0) {
+		int r = negative_errno();
+		safe_close(fd);
+		return r;
+	}
+	status_cache[slot].tid = tid;
+	status_cache[slot].fd = fd;
+	return k;
+}
+
+static int read_status_field(pid_t tid, const char *key, char *out, size_t outsz)
+{
 	/* The fields we need (Umask, Tgid) are in the first few hundred bytes. */
 	char buf[1024];
-	ssize_t n = RETRY_EINTR(read(fd, buf, sizeof buf - 1));
+	ssize_t n = status_read(tid, buf, sizeof buf - 1);
 	if (n < 0)
-		return negative_errno();
+		return (int)n;
 	buf[n] = '\0';
 	size_t kl = strlen(key);
 	for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {

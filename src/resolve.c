@@ -129,8 +129,11 @@ static int fill_real(struct resolved *r)
 	struct stat pst;
 	if (fstat(r->parent_fd, &pst) < 0)
 		return negative_errno();
+	if (!S_ISDIR(pst.st_mode))
+		return -ENOTDIR;
 	if (pst.st_nlink == 0) /* the directory was removed */
 		return -ENOENT;
+	r->parent_dev = pst.st_dev;
 	int k = resolve_fd_real_path(r->parent_fd, &r->parent_real);
 	if (k < 0)
 		return k;
@@ -241,7 +244,12 @@ int resolve_path(const struct resolve_ctx *ctx, int dirfd, const char *path, uns
 			return k;
 		int start = cur.buf[0] == '/' ? ctx->root_fd : base;
 		bool proc_target = strncmp(cur.buf, "/proc/", 6) == 0;
-		int pfd = open_dir_part(start, strbuf_cstr(&dir), proc_target);
+		int pfd;
+		/* A bare name: base is the parent (fill_real() checks that it is a directory). */
+		if (start == base && dir.len == 0)
+			pfd = TAKE_FD(base);
+		else
+			pfd = open_dir_part(start, strbuf_cstr(&dir), proc_target);
 		if (pfd < 0) {
 			free(name);
 			resolved_done(ret);

@@ -19,6 +19,7 @@ enum resolve_flags {
 
 struct resolved {
 	int parent_fd;        /* O_PATH fd of the parent directory, or -1 for a magic-link object */
+	dev_t parent_dev;     /* its st_dev (0 for a magic-link object) */
 	char *name;           /* final component (no '/'), NULL for a magic-link object */
 	char *parent_real;    /* real absolute path of the parent */
 	char *real;           /* real absolute path of the final (parent_real/name) */

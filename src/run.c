@@ -783,9 +783,12 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 	}
 	a->started = true;
 	phase("command started");
-	/* Wake the target on the CPU that answers it (6.6+); harmless where unsupported. */
-	uint64_t fl = SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP;
-	(void)ioctl(rs.listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, &fl);
+	/* Wake the target on the CPU that answers it (6.6+); harmless where unsupported. The
+	 * kernel takes the flags as the ioctl's argument itself, not through a pointer (a pointer
+	 * is refused with EINVAL, and the flag was never set). */
+	if (ioctl(rs.listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS,
+		  (unsigned long)SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP) < 0)
+		log_debug_errno(errno, "Failed to set SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: %m");
 
 	if ((r = supervisor_new(rs.listener, a->broker, &sv)) < 0) {
 		log_error_errno(r, "Failed to start the supervisor: %m");

@@ -36,6 +36,7 @@ struct store {
 	/* ext4 and XFS journal metadata in order: an fsync of the manifest also makes every
 	 * earlier rename and link durable, so directories need no fsync of their own. */
 	bool ordered_metadata;
+	uint8_t known_prefix[32]; /* bitset: objects/<xx>/ directories known to exist */
 };
 
 struct path_set {
@@ -62,6 +63,9 @@ struct store_turn {
 	struct pending *pending;
 	size_t n_pending, cap_pending;
 	bool dirty_manifest, dirty_objects;
+	/* Only this process writes the turn (a run's own, not a joined one), and every path it
+	 * recorded is in seen: commit lists the paths from memory. */
+	bool exclusive, seen_incomplete;
 	uint8_t dirty_prefix[32]; /* bitset: objects/<xx>/ directories to fsync */
 	struct store_stats stats;
 	/* A run's private turn is created on disk at its first pre-image: a command that changes

@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <linux/fs.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -255,16 +257,23 @@ static void hex_encode(const unsigned char *d, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
-int store_hash_fd(int fd, char ret_hex[65])
+/*
+ * SHA-256 of fd from offset 0. With a size (from fstat), a short read that reaches it ends the
+ * loop without one more read to see the end of the file.
+ */
+static int store_hash_fd_sized(int fd, uint64_t size, char ret_hex[65])
 {
-	_cleanup_free_ unsigned char *buf = malloc(IO_BUF);
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	int r = 0;
-	if (!buf || !ctx) {
-		EVP_MD_CTX_free(ctx);
+	static EVP_MD *sha256;
+	static EVP_MD_CTX *ctx;
+	if (!sha256 && !(sha256 = EVP_MD_fetch(NULL, "SHA256", NULL)))
+		return -EIO;
+	if (!ctx && !(ctx = EVP_MD_CTX_new()))
 		return -ENOMEM;
-	}
-	if (EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
+	_cleanup_free_ unsigned char *buf = malloc(IO_BUF);
+	if (!buf)
+		return -ENOMEM;
+	int r = 0;
+	if (EVP_DigestInit_ex(ctx, sha256, NULL) != 1)
 		r = -EIO;
 	for (off_t off = 0; r >= 0;) {
 		ssize_t k = RETRY_EINTR(pread(fd, buf, IO_BUF, off));
@@ -275,15 +284,21 @@ int store_hash_fd(int fd, char ret_hex[65])
 		else if (EVP_DigestUpdate(ctx, buf, (size_t)k) != 1)
 			r = -EIO;
 		off += k;
+		if (k > 0 && k < IO_BUF && size != UINT64_MAX && (uint64_t)off == size)
+			break;
 	}
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned len = 0;
 	if (r >= 0 && (EVP_DigestFinal_ex(ctx, md, &len) != 1 || len != 32))
 		r = -EIO;
-	EVP_MD_CTX_free(ctx);
 	if (r >= 0)
 		hex_encode(md, 32, ret_hex);
 	return r;
+}
+
+int store_hash_fd(int fd, char ret_hex[65])
+{
+	return store_hash_fd_sized(fd, UINT64_MAX, ret_hex);
 }
 
 static int copy_read_write(int src, int dst)
@@ -713,7 +728,10 @@ static int turn_create(struct store *s, const struct store_options *o, const cha
 int store_turn_new_private(struct store *s, const struct store_options *o, const char *message,
 			   struct store_turn **ret)
 {
-	return turn_create(s, o, message, NULL, 0, ret);
+	int r = turn_create(s, o, message, NULL, 0, ret);
+	if (r >= 0)
+		(*ret)->exclusive = true;
+	return r;
 }
 
 /* A private turn that exists only in memory until its first pre-image. */
@@ -727,6 +745,7 @@ static int turn_new_lazy(struct store *s, const struct store_options *o, const c
 	t->opts = *o;
 	t->dir_fd = t->manifest_fd = -1;
 	t->lazy = true;
+	t->exclusive = true;
 	t->lazy_begin_ns = now_ns();
 	int r = make_turn_id(&t->id);
 	if (r >= 0 && ((message && !(t->lazy_message = strdup(message))) ||
@@ -913,35 +932,18 @@ void store_turn_stats(const struct store_turn *t, struct store_stats *ret)
 /* ---- manifest appends ---- */
 
 /*
- * One record, one write(2), under an exclusive flock so that a failed (short) write can be cut off
- * again without cutting another writer's record. A tail left torn by a crash gets a '\n' first, so
- * it cannot swallow our record.
+ * One record, one write(2) with O_APPEND: the kernel appends each write whole, so concurrent
+ * writers never interleave and need no lock. Every record starts with '\n': a tail torn by a crash
+ * or by a failed (short) write is then a line of its own, which readers skip (its checksum does not
+ * match), and it cannot swallow this record. Empty lines are skipped by readers too.
  */
 static int manifest_append(struct store_turn *t, const char *line, size_t n)
 {
-	int fd = t->manifest_fd;
-	if (RETRY_EINTR(flock(fd, LOCK_EX)) < 0)
+	struct iovec iov[2] = {{(void *)"\n", 1}, {(void *)line, n}};
+	ssize_t k = RETRY_EINTR(writev(t->manifest_fd, iov, 2));
+	if (k < 0)
 		return negative_errno();
-	struct stat st;
-	char last = '\n';
-	int r = fstat(fd, &st) < 0 ? negative_errno() : 0;
-	if (r >= 0 && st.st_size > 0 && pread(fd, &last, 1, st.st_size - 1) != 1)
-		r = negative_errno();
-	struct strbuf sb = STRBUF_INIT;
-	if (r >= 0 && last != '\n')
-		r = strbuf_appendc(&sb, '\n');
-	if (r >= 0)
-		r = strbuf_append(&sb, line, n);
-	if (r >= 0) {
-		ssize_t k = RETRY_EINTR(write(fd, sb.buf, sb.len));
-		if (k != (ssize_t)sb.len) {
-			r = k < 0 ? negative_errno() : -ENOSPC;
-			(void)!ftruncate(fd, st.st_size);
-		}
-	}
-	strbuf_free(&sb);
-	(void)flock(fd, LOCK_UN);
-	return r;
+	return k == (ssize_t)(n + 1) ? 0 : -ENOSPC;
 }
 
 static int record_append(struct store_turn *t, const struct store_record *rec)
@@ -958,25 +960,55 @@ static int record_append(struct store_turn *t, const struct store_record *rec)
 
 /* ---- objects ---- */
 
-static int object_prefix_dir(struct store_turn *t, const char *hash, int *ret_fd)
+static unsigned hex_nibble(char c)
 {
+	return c >= 'a' ? (unsigned)(c - 'a' + 10) : (unsigned)(c - '0');
+}
+
+/*
+ * objects/<xx>/ for hash exists (made once, then remembered: nothing removes these directories) and
+ * is marked for the next store_sync()'s fsync. Objects are then named "<xx>/<rest>" relative to
+ * objects_fd, with no directory fd to open per object.
+ */
+static int object_prefix_ensure(struct store_turn *t, const char *hash)
+{
+	struct store *s = t->store;
+	unsigned idx = hex_nibble(hash[0]) << 4 | hex_nibble(hash[1]);
+	t->dirty_prefix[idx / 8] |= (uint8_t)(1u << (idx % 8));
+	if (s->known_prefix[idx / 8] & (1u << (idx % 8)))
+		return 0;
 	char prefix[3] = {hash[0], hash[1], '\0'};
-	int r = mkdir_0700_at(t->store->objects_fd, prefix);
+	int r = mkdir_0700_at(s->objects_fd, prefix);
 	if (r < 0)
 		return r;
 	if (r > 0)
 		t->dirty_objects = true;
-	unsigned idx = (unsigned)strtoul(prefix, NULL, 16);
-	t->dirty_prefix[idx / 8] |= (uint8_t)(1u << (idx % 8));
-	*ret_fd = open_dir_at(t->store->objects_fd, prefix);
-	return *ret_fd < 0 ? *ret_fd : 0;
+	s->known_prefix[idx / 8] |= (uint8_t)(1u << (idx % 8));
+	return 0;
+}
+
+/* A remembered prefix directory that is gone after all (removed by hand): make it again. */
+static int object_prefix_forget(struct store_turn *t, const char *hash)
+{
+	unsigned idx = hex_nibble(hash[0]) << 4 | hex_nibble(hash[1]);
+	t->store->known_prefix[idx / 8] &= (uint8_t)~(1u << (idx % 8));
+	return object_prefix_ensure(t, hash);
+}
+
+/* "<xx>/<62 hex>", the object's name relative to objects_fd. */
+static void object_name(const char *hash, char ret[66])
+{
+	ret[0] = hash[0];
+	ret[1] = hash[1];
+	ret[2] = '/';
+	memcpy(ret + 3, hash + 2, 63);
 }
 
 /* Does the object exist with this size? A zero-length leftover of a crash does not count. */
-static bool object_present(int prefix_fd, const char *rest, uint64_t size)
+static bool object_present(struct store *s, const char *obj, uint64_t size)
 {
 	struct stat st;
-	return fstatat(prefix_fd, rest, &st, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISREG(st.st_mode) &&
+	return fstatat(s->objects_fd, obj, &st, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISREG(st.st_mode) &&
 	       (uint64_t)st.st_size == size;
 }
 
@@ -987,17 +1019,19 @@ static bool object_present(int prefix_fd, const char *rest, uint64_t size)
 static int object_commit(struct store_turn *t, const char *tmp_name, const char *hash,
 			 uint64_t size)
 {
-	_cleanup_close_ int pfd = -1;
-	int r = object_prefix_dir(t, hash, &pfd);
+	char obj[66];
+	object_name(hash, obj);
+	int r = object_prefix_ensure(t, hash);
 	if (r < 0)
 		return r;
-	if (object_present(pfd, hash + 2, size)) {
+	if (object_present(t->store, obj, size)) {
 		(void)unlinkat(t->store->tmp_fd, tmp_name, 0);
 		return 0;
 	}
-	if (renameat(t->store->tmp_fd, tmp_name, pfd, hash + 2) < 0)
-		return negative_errno();
-	return 1;
+	r = renameat(t->store->tmp_fd, tmp_name, t->store->objects_fd, obj);
+	if (r < 0 && errno == ENOENT && object_prefix_forget(t, hash) >= 0)
+		r = renameat(t->store->tmp_fd, tmp_name, t->store->objects_fd, obj);
+	return r < 0 ? negative_errno() : 1;
 }
 
 int store_object_open(struct store *s, const char *hash)
@@ -1058,45 +1092,79 @@ static bool same_file(const struct stat *a, const struct stat *b)
 }
 
 /*
- * The name is about to be replaced by a rename and is the file's only link: keep the file itself,
- * by a hard link in the store (no copy, no data to flush). Once the rename lands, the store's
- * link is the only one left.
+ * The name is about to be replaced by a rename (or removed) and is the file's only link: keep the
+ * file itself, by a hard link in the store (no copy, no data to flush). The link is made from our
+ * open fd of the file (the inode that was checked and hashed, whatever happens to the name) straight
+ * to the object's name. Once the caller's rename or unlink lands, the store's link is the only one.
+ * -EAGAIN before anything was changed: the caller falls back to a copy.
  */
+/*
+ * Does some process hold the file open for writing (or mapped shared and writable)? A file kept by
+ * a hard link would go on changing in the store through that fd. A read lease can be taken only on
+ * a file that nobody has open for writing: try one and drop it at once. Anything but success
+ * (not the owner, no leases here) counts as "maybe". A lease break meanwhile would send SIGIO,
+ * whose default action kills: it is blocked around the attempt and discarded.
+ */
+static bool maybe_open_for_writing(int fd)
+{
+	sigset_t io, old;
+	sigemptyset(&io);
+	sigaddset(&io, SIGIO);
+	if (sigprocmask(SIG_BLOCK, &io, &old) < 0)
+		return true;
+	int r = fcntl(fd, F_SETLEASE, F_RDLCK);
+	if (r >= 0) {
+		(void)fcntl(fd, F_SETLEASE, F_UNLCK);
+		struct timespec zero = {0};
+		(void)sigtimedwait(&io, NULL, &zero); /* brokered has no use for SIGIO */
+	}
+	(void)sigprocmask(SIG_SETMASK, &old, NULL);
+	return r < 0;
+}
+
 static int file_link_in(struct store_turn *t, int dirfd, const char *name, const struct stat *st,
 			struct store_record *rec)
 {
 	struct store *s = t->store;
-	_cleanup_free_ char *tmp = NULL;
-	int r = store_random_name("ln-", &tmp);
+	struct stat st2;
+	_cleanup_close_ int fd =
+		openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st2) < 0)
+		return negative_errno();
+	if (!same_file(st, &st2) || !S_ISREG(st2.st_mode) || st2.st_nlink != 1)
+		return -EAGAIN; /* another name or a swap: fall back to a copy */
+	if (maybe_open_for_writing(fd))
+		return -EAGAIN; /* it would change on in the store: copy it now */
+	int r = store_hash_fd_sized(fd, (uint64_t)st2.st_size, rec->hash);
 	if (r < 0)
 		return r;
-	if (linkat(dirfd, name, s->tmp_fd, tmp, 0) < 0)
-		return negative_errno();
-	struct stat st2;
-	_cleanup_close_ int fd = openat(s->tmp_fd, tmp, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st2) < 0)
-		r = negative_errno();
-	else if (!same_file(st, &st2) || !S_ISREG(st2.st_mode) || st2.st_nlink != 2)
-		r = -EAGAIN; /* another name or a swap: fall back to a copy */
-	if (r >= 0)
-		r = store_hash_fd(fd, rec->hash);
-	rec->size = r >= 0 ? (uint64_t)st2.st_size : rec->size;
-	_cleanup_close_ int pfd = -1;
+	rec->size = (uint64_t)st2.st_size;
+	char obj[66], self[64];
+	object_name(rec->hash, obj);
+	snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+	if ((r = object_prefix_ensure(t, rec->hash)) < 0)
+		return r;
 	bool created = false;
-	if (r >= 0 && (r = object_prefix_dir(t, rec->hash, &pfd)) >= 0 &&
-	    !object_present(pfd, rec->hash + 2, rec->size)) {
-		if (renameat(s->tmp_fd, tmp, pfd, rec->hash + 2) < 0)
-			r = negative_errno();
-		else
-			created = true;
+	r = linkat(AT_FDCWD, self, s->objects_fd, obj, AT_SYMLINK_FOLLOW);
+	if (r < 0 && errno == ENOENT && object_prefix_forget(t, rec->hash) >= 0)
+		r = linkat(AT_FDCWD, self, s->objects_fd, obj, AT_SYMLINK_FOLLOW);
+	if (r >= 0) {
+		created = true;
+		/* A name added meanwhile would share the stored inode: take a copy instead. */
+		if (fstat(fd, &st2) < 0 || st2.st_nlink != 2) {
+			(void)unlinkat(s->objects_fd, obj, 0);
+			return -EAGAIN;
+		}
+	} else if (errno == EEXIST) {
+		if (!object_present(s, obj, rec->size))
+			return -EAGAIN; /* a leftover under that name: the copy path replaces it */
+	} else {
+		return negative_errno(); /* EXDEV, EPERM, EMLINK: the caller copies */
 	}
 	rec->moved = true;
-	if (r >= 0)
-		r = record_append(t, rec);
+	r = record_append(t, rec);
 	if (r < 0 && created)
-		(void)unlinkat(pfd, rec->hash + 2, 0);
-	if (!created)
-		(void)unlinkat(s->tmp_fd, tmp, 0);
+		(void)unlinkat(s->objects_fd, obj, 0);
 	if (r >= 0 && created)
 		t->stats.bytes_stored += rec->size;
 	return r;
@@ -1226,11 +1294,14 @@ int store_preimage_absent(struct store_turn *t, const char *path)
 	if ((r = record_append(t, &rec)) < 0)
 		return r;
 	t->stats.absent++;
-	return set_add(&t->seen, path);
+	if ((r = set_add(&t->seen, path)) < 0)
+		t->seen_incomplete = true;
+	return r;
 }
 
 static int preimage_one(struct store_turn *t, int dirfd, const char *name, const char *path,
-			unsigned flags, enum store_result *res, bool *consumed)
+			const struct stat *known, unsigned flags, enum store_result *res,
+			bool *consumed)
 {
 	if (set_contains(&t->seen, path)) {
 		*res = STORE_RESULT_ALREADY;
@@ -1239,9 +1310,17 @@ static int preimage_one(struct store_turn *t, int dirfd, const char *name, const
 	struct store_record rec = {.path = (char *)path, .call = t->call};
 	struct stat st;
 	int r = 0;
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+	bool absent = false;
+	if (known)
+		st = *known;
+	else if (flags & STORE_ABSENT)
+		absent = true;
+	else if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		if (errno != ENOENT)
 			return negative_errno();
+		absent = true;
+	}
+	if (absent) {
 		rec.kind = STORE_KIND_ABSENT;
 		*res = STORE_RESULT_ABSENT;
 		r = record_append(t, &rec);
@@ -1262,8 +1341,10 @@ static int preimage_one(struct store_turn *t, int dirfd, const char *name, const
 	}
 	if (r < 0)
 		return r;
-	if ((r = set_add(&t->seen, path)) < 0)
+	if ((r = set_add(&t->seen, path)) < 0) {
+		t->seen_incomplete = true; /* recorded, but commit cannot list it from memory */
 		return r;
+	}
 	if (*res == STORE_RESULT_ABSENT)
 		t->stats.absent++;
 	else if (*res == STORE_RESULT_NOT_BACKED_UP)
@@ -1274,12 +1355,13 @@ static int preimage_one(struct store_turn *t, int dirfd, const char *name, const
 }
 
 static int preimage_tree(struct store_turn *t, int dirfd, const char *name, const char *path,
-			 int depth, enum store_result *res)
+			 const struct stat *known, unsigned flags, int depth, enum store_result *res)
 {
 	bool consumed = false;
 	if (depth > TREE_DEPTH_MAX)
 		return -ELOOP;
-	int r = preimage_one(t, dirfd, name, path, 0, res, &consumed);
+	int r = preimage_one(t, dirfd, name, path, depth == 0 ? known : NULL,
+			     depth == 0 ? flags & STORE_ABSENT : 0, res, &consumed);
 	if (r < 0)
 		return r;
 	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -1302,7 +1384,8 @@ static int preimage_tree(struct store_turn *t, int dirfd, const char *name, cons
 			continue;
 		enum store_result cres;
 		if ((r = path_join(path, de->d_name, &child)) < 0 ||
-		    (r = preimage_tree(t, dirfd_of(d), de->d_name, child.buf, depth + 1, &cres)) < 0)
+		    (r = preimage_tree(t, dirfd_of(d), de->d_name, child.buf, NULL, 0, depth + 1,
+				       &cres)) < 0)
 			break;
 	}
 	strbuf_free(&child);
@@ -1310,8 +1393,9 @@ static int preimage_tree(struct store_turn *t, int dirfd, const char *name, cons
 	return r;
 }
 
-int store_preimage(struct store_turn *t, int dirfd, const char *name, const char *path,
-		   unsigned flags, enum store_result *ret_result, bool *ret_consumed)
+int store_preimage_stat(struct store_turn *t, int dirfd, const char *name, const char *path,
+			const struct stat *st, unsigned flags, enum store_result *ret_result,
+			bool *ret_consumed)
 {
 	enum store_result res = STORE_RESULT_DISABLED;
 	bool consumed = false;
@@ -1323,9 +1407,9 @@ int store_preimage(struct store_turn *t, int dirfd, const char *name, const char
 	if (t->lazy && !set_contains(&t->seen, path) && (r = turn_materialize(t)) < 0)
 		return r;
 	if (flags & STORE_TREE)
-		r = preimage_tree(t, dirfd, name, path, 0, &res);
+		r = preimage_tree(t, dirfd, name, path, st, flags, 0, &res);
 	else
-		r = preimage_one(t, dirfd, name, path, flags, &res, &consumed);
+		r = preimage_one(t, dirfd, name, path, st, flags, &res, &consumed);
 	if (r < 0)
 		return r;
 out:
@@ -1334,6 +1418,18 @@ out:
 	if (ret_consumed)
 		*ret_consumed = consumed;
 	return 0;
+}
+
+int store_preimage(struct store_turn *t, int dirfd, const char *name, const char *path,
+		   unsigned flags, enum store_result *ret_result, bool *ret_consumed)
+{
+	return store_preimage_stat(t, dirfd, name, path, NULL, flags & ~(unsigned)STORE_ABSENT,
+				   ret_result, ret_consumed);
+}
+
+bool store_preimage_recorded(const struct store_turn *t, const char *path)
+{
+	return t && t->opts.enabled && path && set_contains(&t->seen, path);
 }
 
 /* ---- durability ---- */
@@ -1619,7 +1715,74 @@ static int post_state(const struct store_record *pre, struct store_record *post)
 	return 0;
 }
 
-static int commit_dir(struct store *s, const char *id, const char *message)
+/* The post file, written in chunks to a temp file (a big turn is never all in memory), then renamed. */
+struct post_writer {
+	int dirfd, fd;
+	char *tmp;
+	struct strbuf buf;
+};
+
+#define POST_CHUNK (64 * 1024)
+
+static int post_writer_open(struct post_writer *w, int dirfd)
+{
+	*w = (struct post_writer){.dirfd = dirfd, .fd = -1, .buf = STRBUF_INIT};
+	int r = store_random_name(".tmp-", &w->tmp);
+	if (r < 0)
+		return r;
+	w->fd = openat(dirfd, w->tmp, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
+	return w->fd < 0 ? negative_errno() : 0;
+}
+
+static int post_writer_drain(struct post_writer *w)
+{
+	int r = write_all(w->fd, w->buf.buf ? w->buf.buf : "", w->buf.len);
+	strbuf_reset(&w->buf);
+	return r;
+}
+
+static int post_writer_add(struct post_writer *w, const char *path)
+{
+	struct store_record pre = {.path = (char *)path}, post;
+	int r = post_state(&pre, &post);
+	if (r == 0)
+		r = store_record_format(&post, &w->buf);
+	if (r > 0)
+		r = 0; /* not visible: no post-state for it */
+	free(post.target);
+	if (r >= 0 && w->buf.len >= POST_CHUNK)
+		r = post_writer_drain(w);
+	return r;
+}
+
+/* Flush, fsync, rename over "post" and fsync the directory; on error the temp file goes. */
+static int post_writer_finish(struct post_writer *w, int r)
+{
+	if (r >= 0)
+		r = post_writer_drain(w);
+	if (r >= 0 && fchmod(w->fd, 0600) < 0)
+		r = negative_errno();
+	if (r >= 0 && store_durable && fsync(w->fd) < 0)
+		r = negative_errno();
+	safe_close(w->fd);
+	if (r >= 0 && renameat(w->dirfd, w->tmp, w->dirfd, "post") < 0)
+		r = negative_errno();
+	if (r < 0 && w->tmp)
+		(void)unlinkat(w->dirfd, w->tmp, 0);
+	if (r >= 0)
+		r = store_fsync_dirfd(w->dirfd);
+	free(w->tmp);
+	strbuf_free(&w->buf);
+	return r;
+}
+
+/*
+ * Commit: the post-state of every path of the turn, then the meta record. The paths come from the
+ * manifest, or, for a turn only this process wrote (paths), from its path set: no manifest to
+ * read and parse into memory at the end of a big turn.
+ */
+static int commit_dir(struct store *s, const char *id, const char *message,
+		      const struct path_set *paths)
 {
 	_cleanup_close_ int tfd = open_dir_at(s->turns_fd, id);
 	if (tfd < 0)
@@ -1632,20 +1795,20 @@ static int commit_dir(struct store *s, const char *id, const char *message)
 		return r;
 	struct store_record *pre = NULL;
 	size_t n = 0;
-	struct strbuf sb = STRBUF_INIT;
+	struct post_writer w = {.fd = -1};
 	if (m.committed)
 		r = -EALREADY;
-	if (r >= 0)
+	if (r >= 0 && !paths)
 		r = store_turn_records(s, id, &pre, &n);
-	for (size_t i = 0; r >= 0 && i < n; i++) {
-		struct store_record post;
-		r = post_state(&pre[i], &post);
-		if (r == 0)
-			r = store_record_format(&post, &sb);
-		free(post.target);
-	}
 	if (r >= 0)
-		r = write_file_atomic_at(tfd, "post", sb.buf ? sb.buf : "", sb.len);
+		r = post_writer_open(&w, tfd);
+	for (size_t i = 0; r >= 0 && i < n; i++)
+		r = post_writer_add(&w, pre[i].path);
+	for (size_t i = 0; r >= 0 && paths && i < paths->cap; i++)
+		if (paths->slots[i])
+			r = post_writer_add(&w, paths->slots[i]);
+	if (w.fd >= 0 || w.tmp)
+		r = post_writer_finish(&w, r);
 	if (r >= 0) {
 		if (message) {
 			free(m.message);
@@ -1655,7 +1818,6 @@ static int commit_dir(struct store *s, const char *id, const char *message)
 		m.commit_ns = now_ns();
 		r = m.message || !message ? meta_write(tfd, &m) : -ENOMEM;
 	}
-	strbuf_free(&sb);
 	store_records_free(pre, n);
 	free(m.id);
 	free(m.message);
@@ -1673,7 +1835,8 @@ int store_turn_commit(struct store_turn *t, const char *message)
 	int r = store_sync(t);
 	(void)flock(t->dir_fd, LOCK_UN);
 	if (r >= 0)
-		r = commit_dir(t->store, t->id, message);
+		r = commit_dir(t->store, t->id, message,
+			       t->exclusive && !t->seen_incomplete ? &t->seen : NULL);
 	store_turn_free(t);
 	return r;
 }
@@ -1689,7 +1852,7 @@ int store_commit_id(struct store *s, const char *id, const char *message)
 		safe_close(lfd);
 		return r;
 	}
-	r = commit_dir(s, id ? id : cur, message);
+	r = commit_dir(s, id ? id : cur, message, NULL);
 	if (r >= 0 && cur && (!id || strcmp(id, cur) == 0)) {
 		if (unlinkat(s->session_fd, "current", 0) < 0 && errno != ENOENT)
 			r = negative_errno();

@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct stat;
+
 struct strbuf;
 
 struct store;
@@ -78,6 +80,8 @@ enum store_flags {
 	 * instead of a copy; the caller's rename then leaves the store's link the only one.
 	 */
 	STORE_REPLACE = 1 << 3,
+	/* The caller has just found that the name does not exist (store_preimage_stat()). */
+	STORE_ABSENT = 1 << 4,
 };
 
 /* What store_preimage() did, for the audit log and the run's summary. */
@@ -96,6 +100,16 @@ enum store_result {
  */
 int store_preimage(struct store_turn *t, int dirfd, const char *name, const char *path,
 		   unsigned flags, enum store_result *ret_result, bool *ret_consumed);
+/*
+ * The same, for a caller that has just looked at the name: st is its lstat(), or NULL with
+ * STORE_ABSENT in flags. The store trusts it instead of looking again; whatever it then opens or
+ * links is still checked against st's inode.
+ */
+int store_preimage_stat(struct store_turn *t, int dirfd, const char *name, const char *path,
+			const struct stat *st, unsigned flags, enum store_result *ret_result,
+			bool *ret_consumed);
+/* True if path was recorded by this turn (store_preimage() would do nothing). */
+bool store_preimage_recorded(const struct store_turn *t, const char *path);
 /*
  * Record that path does not exist yet (a path that a rename is about to bring into being below a
  * directory it replaces). No-op if the path was recorded already in this turn.
