@@ -16,6 +16,10 @@ BRK=$(readlink -f "$BRK")
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/brokered-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 export XDG_STATE_HOME=$work/state
+# Back up the big files too (the default limit, 10 MB, would change them without a backup).
+export XDG_CONFIG_HOME=$work/config
+mkdir -p "$XDG_CONFIG_HOME/brokered"
+echo '{"sandbox": {"fileBackup": {"maxSizeMB": 1024}}}' >"$XDG_CONFIG_HOME/brokered/settings.json"
 now() { date +%s.%N; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 store_bytes() { mkdir -p "$XDG_STATE_HOME"; du -sb "$XDG_STATE_HOME" | cut -f1; }
@@ -67,7 +71,7 @@ row() { # row NAME SETUP CMD
 {
 	echo "# brokered backup store benchmark"
 	echo
-	echo "$(date -u +%Y-%m-%dT%H:%MZ), $(uname -r), $(nproc) CPUs, $(df -T "$work" | awk 'NR==2 {print $2}') at $work, median of $RUNS runs, $BRK"
+	echo "$(date -u +%Y-%m-%dT%H:%MZ), $(uname -r), $(nproc) CPUs, $(df -T "$work" | awk 'NR==2 {print $2}') at $work, median of $RUNS runs, $BRK; sandbox.fileBackup.maxSizeMB=1024 (every file backed up), sync on"
 	echo
 	echo "| workload | native s | brokered s | ratio | bytes changed | store bytes / changed byte |"
 	echo "|---|---|---|---|---|---|"
