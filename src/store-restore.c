@@ -417,8 +417,7 @@ int store_plan_restore(struct store *s, const char *turn_id, char *const *paths,
 /* ---- applying ---- */
 
 struct restored_inode {
-	uint64_t ino;   /* as recorded in the pre-image */
-	uint64_t nlink; /* as recorded */
+	uint64_t ino; /* as recorded in the pre-image */
 	const char *path;
 };
 
@@ -431,6 +430,12 @@ struct applier {
 	 * link to the first, as the names were when recorded */
 	struct restored_inode *inodes;
 	size_t n_inodes;
+	/* inodes recorded with more than one name (sorted), and the plan's files of those inodes:
+	 * built once per apply, so the per-file lookups stay off plans without hard links */
+	uint64_t *group_inos;
+	size_t n_group_inos;
+	const struct store_record **group_files;
+	size_t n_group_files;
 };
 
 /* Open the parent of an absolute path without following any symlink; *ret_name points into path. */
@@ -645,25 +650,72 @@ static int create_by_link(struct applier *a, int pfd, const char *name,
 	return r;
 }
 
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+	return a < b ? -1 : a > b;
+}
+
+/* Is the record's inode one that had several names? */
+static bool in_group(const struct applier *a, const struct store_record *pre)
+{
+	return pre->kind == STORE_KIND_FILE && pre->ino && a->n_group_inos &&
+	       bsearch(&pre->ino, a->group_inos, a->n_group_inos, sizeof *a->group_inos, cmp_u64);
+}
+
+static void groups_build(struct applier *a, const struct store_plan *p)
+{
+	uint64_t *v = calloc(p->n_items + 1, sizeof *v);
+	const struct store_record **f = calloc(p->n_items + 1, sizeof *f);
+	size_t n = 0, k = 0;
+	if (!v || !f) { /* only link identity is lost */
+		free(v);
+		free(f);
+		return;
+	}
+	for (size_t i = 0; i < p->n_items; i++)
+		if (p->items[i].pre.kind == STORE_KIND_FILE && p->items[i].pre.ino &&
+		    p->items[i].pre.nlink > 1)
+			v[n++] = p->items[i].pre.ino;
+	qsort(v, n, sizeof *v, cmp_u64);
+	size_t u = 0;
+	for (size_t i = 0; i < n; i++)
+		if (u == 0 || v[u - 1] != v[i])
+			v[u++] = v[i];
+	a->group_inos = v;
+	a->n_group_inos = u;
+	for (size_t i = 0; u && i < p->n_items; i++)
+		if (in_group(a, &p->items[i].pre))
+			f[k++] = &p->items[i].pre;
+	a->group_files = f;
+	a->n_group_files = k;
+}
+
+static void groups_free(struct applier *a)
+{
+	free(a->group_inos);
+	free(a->group_files);
+	free(a->inodes);
+}
+
 static const struct restored_inode *restored_find(const struct applier *a,
 						  const struct store_record *pre)
 {
-	for (size_t i = 0; pre->ino && i < a->n_inodes; i++)
-		if (a->inodes[i].ino == pre->ino && (pre->nlink > 1 || a->inodes[i].nlink > 1))
+	for (size_t i = 0; in_group(a, pre) && i < a->n_inodes; i++)
+		if (a->inodes[i].ino == pre->ino)
 			return &a->inodes[i];
 	return NULL;
 }
 
 static void restored_add(struct applier *a, const struct store_record *pre)
 {
-	if (!pre->ino || restored_find(a, pre))
+	if (!in_group(a, pre) || restored_find(a, pre))
 		return;
 	struct restored_inode *nv = reallocarray(a->inodes, a->n_inodes + 1, sizeof *nv);
 	if (!nv)
 		return; /* only link identity is lost */
 	a->inodes = nv;
-	a->inodes[a->n_inodes++] =
-		(struct restored_inode){.ino = pre->ino, .nlink = pre->nlink, .path = pre->path};
+	a->inodes[a->n_inodes++] = (struct restored_inode){.ino = pre->ino, .path = pre->path};
 }
 
 /*
@@ -707,10 +759,9 @@ static struct store_record group_source(const struct applier *a, const struct st
 {
 	struct store_record v = *pre;
 	const struct store_record *src = pre;
-	for (size_t i = 0; a->p && pre->ino && i < a->p->n_items; i++) {
-		const struct store_record *o = &a->p->items[i].pre;
-		if (o->kind == STORE_KIND_FILE && o->ino == pre->ino && o->seq < src->seq &&
-		    (o->nlink > 1 || pre->nlink > 1) && !o->not_backed_up && o->hash[0])
+	for (size_t i = 0; in_group(a, pre) && i < a->n_group_files; i++) {
+		const struct store_record *o = a->group_files[i];
+		if (o->ino == pre->ino && o->seq < src->seq && !o->not_backed_up && o->hash[0])
 			src = o;
 	}
 	memcpy(v.hash, src->hash, sizeof v.hash);
@@ -809,6 +860,7 @@ static int cmp_final_step(const void *a, const void *b)
 
 static void apply_phases(struct applier *a, struct store_plan *p)
 {
+	groups_build(a, p);
 	/* Names left as they are whose inode is still the recorded one: others link to them. */
 	for (size_t i = 0; i < p->n_items; i++) {
 		const struct store_plan_item *it = &p->items[i];
@@ -916,7 +968,7 @@ int store_plan_apply(struct store *s, struct store_plan *p, const struct store_o
 	if (a.u) {
 		record_unlocked(&a, p);
 		apply_phases(&a, p);
-		free(a.inodes);
+		groups_free(&a);
 	}
 	enum store_action *saved = calloc(p->n_items + 1, sizeof *saved);
 	if (!saved) {
@@ -936,7 +988,7 @@ int store_plan_apply(struct store *s, struct store_plan *p, const struct store_o
 	if (p->n_unrecorded) {
 		struct applier b = {.s = s, .p = p, .sync = uo.sync, .u = NULL};
 		apply_phases(&b, p);
-		free(b.inodes);
+		groups_free(&b);
 	}
 	for (size_t i = 0; i < p->n_items; i++)
 		p->items[i].action = saved[i];

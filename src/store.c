@@ -650,19 +650,32 @@ static void turn_free_fds(struct store_turn *t)
 	free(t);
 }
 
+/* A turn object with no file open yet; NULL: out of memory. */
+static struct store_turn *turn_alloc(struct store *s, const struct store_options *o,
+				     const char *call)
+{
+	struct store_turn *t = calloc(1, sizeof *t);
+	if (!t)
+		return NULL;
+	t->store = s;
+	t->opts = *o;
+	t->dir_fd = t->manifest_fd = -1;
+	if (call && !(t->call = strdup(call))) {
+		turn_free_fds(t);
+		return NULL;
+	}
+	return t;
+}
+
 /* Open an existing turn directory for appending. */
 static int turn_attach(struct store *s, const struct store_options *o, const char *id,
 		       const char *call, struct store_turn **ret)
 {
-	struct store_turn *t = calloc(1, sizeof *t);
+	struct store_turn *t = turn_alloc(s, o, call);
 	if (!t)
 		return -ENOMEM;
-	t->store = s;
-	t->opts = *o;
-	t->dir_fd = t->manifest_fd = -1;
 	t->id = strdup(id);
-	t->call = call ? strdup(call) : NULL;
-	int r = t->id && (!call || t->call) ? 0 : -ENOMEM;
+	int r = t->id ? 0 : -ENOMEM;
 	if (r >= 0 && (t->dir_fd = open_dir_at(s->turns_fd, id)) < 0)
 		r = t->dir_fd;
 	/* Shared while a run uses the turn: `log` tells running from interrupted turns by it. */
@@ -738,18 +751,14 @@ int store_turn_new_private(struct store *s, const struct store_options *o, const
 static int turn_new_lazy(struct store *s, const struct store_options *o, const char *message,
 			 const char *call, struct store_turn **ret)
 {
-	struct store_turn *t = calloc(1, sizeof *t);
+	struct store_turn *t = turn_alloc(s, o, call);
 	if (!t)
 		return -ENOMEM;
-	t->store = s;
-	t->opts = *o;
-	t->dir_fd = t->manifest_fd = -1;
 	t->lazy = true;
 	t->exclusive = true;
 	t->lazy_begin_ns = now_ns();
 	int r = make_turn_id(&t->id);
-	if (r >= 0 && ((message && !(t->lazy_message = strdup(message))) ||
-		       (call && !(t->call = strdup(call)))))
+	if (r >= 0 && message && !(t->lazy_message = strdup(message)))
 		r = -ENOMEM;
 	if (r < 0) {
 		turn_free_fds(t);
