@@ -26,6 +26,17 @@ tally() {
 		f=1 # crashed or exited non-zero without a failing line
 		echo "not ok - $name exited with status $st" >>"$out"
 	fi
+	# The TAP plan must be there, once, and match the results: a script that stops early (an
+	# `exit 0` in the middle, a `set -e` abort) must not pass on the checks it ran so far.
+	local plans planned ran
+	plans=$(grep -cE '^1\.\.[0-9]+' "$out" | head -1)
+	planned=$(grep -oE '^1\.\.[0-9]+' "$out" | head -1)
+	planned=${planned#1..}
+	ran=$(grep -cE '^(not )?ok [0-9]+' "$out" | head -1)
+	if [ "$plans" -ne 1 ] || [ "${planned:-x}" != "$ran" ]; then
+		f=$((f + 1))
+		echo "not ok - $name: TAP plan '1..${planned:-?}' (${plans} plan lines) does not match the $ran results" >>"$out"
+	fi
 	pass=$((pass + p)) fail=$((fail + f)) skipped=$((skipped + s))
 	if [ "$f" -gt 0 ]; then
 		failed_names+=("$name")
@@ -62,10 +73,10 @@ if [ -d build-fuzz ]; then
 		[ -d "$corpus" ] && cp -r "$corpus"/. "$work"/ 2>/dev/null
 		out="$log_dir/$name.log"
 		if "$f" -max_total_time="${BROKERED_FUZZ_SECONDS:-12}" -rss_limit_mb=2048 "$work" >"$out" 2>&1; then
-			echo "ok 1 - $name: no finding" >>"$out"
+			printf 'ok 1 - %s: no finding\n1..1\n' "$name" >>"$out"
 			tally "$name" "$out" 0
 		else
-			echo "not ok 1 - $name: finding (see log)" >>"$out"
+			printf 'not ok 1 - %s: finding (see log)\n1..1\n' "$name" >>"$out"
 			tally "$name" "$out" 1
 		fi
 		rm -rf "$work"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 W_NAME=startup
 W_DESC='start-up: `true`'
 W_CMD='true'

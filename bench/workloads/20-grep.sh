@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 W_NAME=grep
 W_DESC="read-heavy: grep -r over $(n 20000) files"
 W_CMD='grep -r -c TODO tree >/dev/null'

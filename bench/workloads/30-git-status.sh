@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 W_NAME=git-status
 W_DESC="read-heavy: git status in a repository of $(n 20000) files, one commit"
 W_CMD='git status --porcelain >/dev/null'

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 W_NAME=untar
 W_DESC="create-heavy: tar x of $(n 10000) small files"
 W_CMD="tar xf '$WORK/untar.tar'"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 W_NAME=rm-rf
 W_DESC="delete-heavy: rm -rf of a $(n 20000)-file tree"
 W_CMD='rm -rf tree'

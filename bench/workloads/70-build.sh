@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 W_NAME=build
 W_DESC="build: make -j2 of $(n 30) C files + link"
 W_CMD='make -s -j2 >/dev/null'

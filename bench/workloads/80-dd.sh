@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 W_NAME=dd
 W_DESC="large truncating writes: 4 x $(n 64) MiB dd over existing files"
 W_CMD="for i in 1 2 3 4; do dd if=/dev/zero of=big\$i bs=1M count=$(n 64) status=none; done"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # bench/workloads/common.sh: helpers for the workload definitions (sourced by bench/peers.sh).
 # A workload file NN-name.sh sets
 #   W_NAME    short name (table row, chart label)
