@@ -18,7 +18,7 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lseccomp -l
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wformat-security -Wstrict-prototypes \
 	-Wmissing-prototypes -Wmissing-declarations -Wpointer-arith -Wcast-align -Wvla \
 	-Wimplicit-fallthrough -Wundef -Wwrite-strings -Wnull-dereference -Wold-style-definition \
-	-Wredundant-decls -Wswitch-enum -Wno-switch-enum -Werror=return-type -Wdate-time \
+	-Wredundant-decls -Werror=return-type -Wdate-time \
 	-Wnested-externs -Wstrict-overflow=2 -Wno-unused-parameter
 BASE_CFLAGS := -std=gnu17 -g -D_GNU_SOURCE -fno-strict-aliasing -fstack-protector-strong \
 	-fPIE -Isrc $(WARN) $(PKG_CFLAGS)

@@ -16,6 +16,7 @@
 #include "basic/escape.h"
 #include "basic/json-write.h"
 #include "basic/macro.h"
+#include "basic/stat-util.h"
 #include "basic/path-util.h"
 #include "basic/strbuf.h"
 #include "policy.h"
@@ -545,9 +546,9 @@ static void set_value(struct broker_resp *resp, int64_t v)
 	resp->value = v;
 }
 
-static int target_umask(pid_t tid, mode_t *ret)
+static int target_umask(const struct broker_req *q, mode_t *ret)
 {
-	int r = proc_get_umask(tid, ret);
+	int r = proc_get_umask(q->tid, q->notif, ret);
 	if (r < 0)
 		*ret = 022;
 	return r;
@@ -563,7 +564,7 @@ static void proc_fd_path(char *buf, size_t n, int fd)
 static int open_tmpfile(struct broker *b, const struct broker_req *q, struct broker_resp *resp,
 			struct resolved *res, struct op_log *l)
 {
-	int r = resolve_path(&(struct resolve_ctx){q->tid, b->root_fd}, q->dirfd, q->path,
+	int r = resolve_path(&(struct resolve_ctx){q->tid, b->root_fd, q->notif}, q->dirfd, q->path,
 			     RESOLVE_FOLLOW | RESOLVE_ALLOW_DOTDOT, res);
 	if (r < 0)
 		return r;
@@ -585,7 +586,7 @@ static int open_tmpfile(struct broker *b, const struct broker_req *q, struct bro
 		return 0;
 	}
 	mode_t um;
-	target_umask(q->tid, &um);
+	target_umask(q, &um);
 	_cleanup_close_ int dfd = openat(res->parent_fd, res->name, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return negative_errno();
@@ -624,7 +625,7 @@ static int do_open(struct broker *b, const struct broker_req *q, struct broker_r
 	bool nofollow = q->flags & O_NOFOLLOW;
 	unsigned rflags = (creat && excl) || nofollow ? 0 : RESOLVE_FOLLOW;
 	rflags |= RESOLVE_ALLOW_DOTDOT;
-	struct resolve_ctx ctx = {q->tid, b->root_fd};
+	struct resolve_ctx ctx = {q->tid, b->root_fd, q->notif};
 
 	for (int attempt = 0; attempt < 8; attempt++) {
 		resolved_done(res);
@@ -658,7 +659,7 @@ static int do_open(struct broker *b, const struct broker_req *q, struct broker_r
 			_cleanup_close_ int pfd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
 			struct stat st;
 			if (pfd < 0 || fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-			    st.st_ino != res->st.st_ino || st.st_dev != res->st.st_dev)
+			    !stat_inode_same(&st, &res->st))
 				return -EACCES;
 			if (acc != O_RDONLY || (q->flags & O_TRUNC)) {
 				r = broker_before_change(b, pfd, name, res->real, 0, NULL, l);
@@ -694,7 +695,7 @@ static int do_open(struct broker *b, const struct broker_req *q, struct broker_r
 			if (r < 0)
 				return r;
 			mode_t um;
-			target_umask(q->tid, &um);
+			target_umask(q, &um);
 			int fd = openat(res->parent_fd, res->name,
 					(int)(q->flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY),
 					q->mode & ~um & 07777);
@@ -730,7 +731,7 @@ static int do_open(struct broker *b, const struct broker_req *q, struct broker_r
 				   O_NOCTTY);
 		if (!S_ISREG(res->st.st_mode)) {
 			if (S_ISDIR(res->st.st_mode))
-				return acc != O_RDONLY ? -EISDIR : (creat ? -EISDIR : -EISDIR);
+				return -EISDIR;
 			int fd = open_special(res->parent_fd, res->name, oflags);
 			if (fd == -ENXIO && S_ISFIFO(res->st.st_mode) && !(q->flags & O_NONBLOCK)) {
 				/* Natively this blocks until a reader comes; the broker must not. */
@@ -762,7 +763,7 @@ static int do_open(struct broker *b, const struct broker_req *q, struct broker_r
 			return negative_errno();
 		}
 		struct stat st;
-		if (fstat(fd, &st) == 0 && (st.st_ino != res->st.st_ino || st.st_dev != res->st.st_dev)) {
+		if (fstat(fd, &st) == 0 && (!stat_inode_same(&st, &res->st))) {
 			close(fd);
 			continue;
 		}
@@ -779,7 +780,7 @@ static int do_open(struct broker *b, const struct broker_req *q, struct broker_r
 static int do_truncate(struct broker *b, const struct broker_req *q, struct broker_resp *resp,
 		       struct resolved *res, struct op_log *l)
 {
-	int r = resolve_path(&(struct resolve_ctx){q->tid, b->root_fd}, q->dirfd, q->path,
+	int r = resolve_path(&(struct resolve_ctx){q->tid, b->root_fd, q->notif}, q->dirfd, q->path,
 			     RESOLVE_FOLLOW, res);
 	if (r < 0)
 		return r;
@@ -825,7 +826,7 @@ static int do_unlink(struct broker *b, const struct broker_req *q, struct broker
 		     struct resolved *res, struct op_log *l)
 {
 	bool rmdir_ = q->flags & AT_REMOVEDIR;
-	int r = resolve_path(&(struct resolve_ctx){q->tid, b->root_fd}, q->dirfd, q->path, 0, res);
+	int r = resolve_path(&(struct resolve_ctx){q->tid, b->root_fd, q->notif}, q->dirfd, q->path, 0, res);
 	if (r < 0)
 		return r;
 	l->real = res->real;
@@ -955,7 +956,7 @@ static int record_tree_arrivals(struct broker *b, int src_dirfd, const char *src
 static int do_rename(struct broker *b, const struct broker_req *q, struct broker_resp *resp,
 		     struct resolved *res, struct op_log *l)
 {
-	struct resolve_ctx ctx = {q->tid, b->root_fd};
+	struct resolve_ctx ctx = {q->tid, b->root_fd, q->notif};
 	struct resolved dst = RESOLVED_INIT;
 	int r = resolve_path(&ctx, q->dirfd, q->path, 0, res);
 	if (r < 0)
@@ -986,7 +987,7 @@ static int do_rename(struct broker *b, const struct broker_req *q, struct broker
 	}
 	/* The kernel's type rules, checked before any pre-image is taken: a rename that fails after
 	 * the target was linked into the store would leave it sharing its inode with the store. */
-	if (!exchange && dst.exists && !(res->st.st_dev == dst.st.st_dev && res->st.st_ino == dst.st.st_ino)) {
+	if (!exchange && dst.exists && !stat_inode_same(&res->st, &dst.st)) {
 		bool sdir = S_ISDIR(res->st.st_mode), ddir = S_ISDIR(dst.st.st_mode);
 		if (sdir && !ddir) {
 			r = -ENOTDIR;
@@ -1028,7 +1029,7 @@ static int do_rename(struct broker *b, const struct broker_req *q, struct broker
 	 * directory goes only onto an empty one, and not below itself (its tree would be recorded
 	 * as arriving where it cannot). */
 	if (!exchange && dst.exists && S_ISDIR(dst.st.st_mode) && S_ISDIR(res->st.st_mode) &&
-	    !(res->st.st_dev == dst.st.st_dev && res->st.st_ino == dst.st.st_ino) &&
+	    !stat_inode_same(&res->st, &dst.st) &&
 	    !dir_is_empty(dst.parent_fd, dst.name)) {
 		r = -ENOTEMPTY;
 		goto out;
@@ -1096,7 +1097,7 @@ static int create_common(struct broker *b, const struct broker_req *q, struct br
 			 struct resolved *res, struct op_log *l, int dirfd, const char *path)
 {
 	/* "mkdir /", "mkdir ." name an existing directory: EEXIST, as the kernel says. */
-	int r = resolve_path(&(struct resolve_ctx){q->tid, b->root_fd}, dirfd, path,
+	int r = resolve_path(&(struct resolve_ctx){q->tid, b->root_fd, q->notif}, dirfd, path,
 			     RESOLVE_ALLOW_DOTDOT, res);
 	if (r < 0)
 		return r;
@@ -1124,7 +1125,7 @@ static int do_mkdir(struct broker *b, const struct broker_req *q, struct broker_
 	if (r != 0)
 		return r < 0 ? r : 0;
 	mode_t um;
-	target_umask(q->tid, &um);
+	target_umask(q, &um);
 	if (mkdirat(res->parent_fd, res->name, q->mode & ~um & 07777) < 0)
 		return negative_errno();
 	set_value(resp, 0);
@@ -1143,7 +1144,7 @@ static int do_mknod(struct broker *b, const struct broker_req *q, struct broker_
 	if (r != 0)
 		return r < 0 ? r : 0;
 	mode_t um;
-	target_umask(q->tid, &um);
+	target_umask(q, &um);
 	if (mknodat(res->parent_fd, res->name, (q->mode & ~um & 07777) | (type ? type : S_IFREG), 0) < 0)
 		return negative_errno();
 	set_value(resp, 0);
@@ -1170,7 +1171,7 @@ static int do_symlink(struct broker *b, const struct broker_req *q, struct broke
 static int do_link(struct broker *b, const struct broker_req *q, struct broker_resp *resp,
 		   struct resolved *res, struct op_log *l)
 {
-	struct resolve_ctx ctx = {q->tid, b->root_fd};
+	struct resolve_ctx ctx = {q->tid, b->root_fd, q->notif};
 	struct resolved src = RESOLVED_INIT;
 	int r;
 	if (q->at_empty_path)
@@ -1241,7 +1242,7 @@ out:
 static int resolve_meta(struct broker *b, const struct broker_req *q, struct resolved *res,
 			bool follow)
 {
-	struct resolve_ctx ctx = {q->tid, b->root_fd};
+	struct resolve_ctx ctx = {q->tid, b->root_fd, q->notif};
 	if (q->fd >= 0 || q->at_empty_path)
 		return resolve_target_fd(&ctx, q->fd >= 0 ? q->fd : q->dirfd, res);
 	return resolve_path(&ctx, q->dirfd, q->path, (follow ? RESOLVE_FOLLOW : 0) | RESOLVE_ALLOW_DOTDOT,
@@ -1261,10 +1262,7 @@ static int do_meta(struct broker *b, const struct broker_req *q, struct broker_r
 	if (res->obj_fd >= 0 && !res->real) {
 		/* Pipes, sockets, unlinked files: nothing on disk to protect or back up, and
 		 * Landlock does not see metadata calls — allow only where nothing is named. */
-		if (S_ISREG(res->st.st_mode) || S_ISDIR(res->st.st_mode))
-			l->decision = DECIDE_BROKER;
-		else
-			l->decision = DECIDE_BROKER;
+		l->decision = DECIDE_BROKER;
 		l->reason = "unnamed";
 	} else {
 		l->decision = decide(b, res->real, POLICY_ACCESS_METADATA, &res->st, &l->reason);
@@ -1283,7 +1281,7 @@ static int do_meta(struct broker *b, const struct broker_req *q, struct broker_r
 	if (ofd < 0) {
 		ofd = own_fd = openat(res->parent_fd, res->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 		struct stat st;
-		if (ofd >= 0 && (fstat(ofd, &st) < 0 || st.st_ino != res->st.st_ino))
+		if (ofd >= 0 && (fstat(ofd, &st) < 0 || !stat_inode_same(&st, &res->st)))
 			return -EAGAIN;
 	}
 	if (ofd < 0)
@@ -1315,7 +1313,7 @@ static int do_meta(struct broker *b, const struct broker_req *q, struct broker_r
 		_cleanup_close_ int pfd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		struct stat st;
 		if (pfd < 0 || fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    st.st_ino != res->st.st_ino || st.st_dev != res->st.st_dev) {
+		    !stat_inode_same(&st, &res->st)) {
 			l->backup = "failed";
 			return -EACCES;
 		}
@@ -1630,7 +1628,7 @@ static int door_handle(struct broker *b, const struct broker_req *q, int *ret_fd
 
 static struct resolve_ctx door_ctx(struct broker *b, const struct broker_ipc_ctx *c)
 {
-	return (struct resolve_ctx){c->pid > 0 ? c->pid : getpid(), b->root_fd};
+	return (struct resolve_ctx){c->pid > 0 ? c->pid : getpid(), b->root_fd, NULL};
 }
 
 static void now(struct timespec *t)
@@ -2080,7 +2078,7 @@ static int door_copy(struct broker *b, const struct broker_ipc_ctx *c, const cha
 		struct stat st;
 		if (src < 0)
 			r = negative_errno();
-		else if (fstat(src, &st) < 0 || st.st_ino != res.st.st_ino || st.st_dev != res.st.st_dev)
+		else if (fstat(src, &st) < 0 || !stat_inode_same(&st, &res.st))
 			r = -EAGAIN;
 	} else if (r >= 0 && S_ISDIR(mode) && !recursive) {
 		r = -EISDIR;

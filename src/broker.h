@@ -41,6 +41,7 @@ const char *broker_op_name(enum broker_op op);
 struct broker_req {
 	enum broker_op op;
 	pid_t tid;
+	const struct notif_ref *notif; /* the seccomp notification (NULL: the socket door) */
 	const char *syscall_name;
 	int dirfd;          /* AT_FDCWD or the target's dir fd */
 	const char *path;   /* NULL for fd-based forms (fchmod, ...) */

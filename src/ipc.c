@@ -745,11 +745,11 @@ static void accept_some(struct ipc_server *s)
 				s->accept_paused_until = now_ms() + ACCEPT_PAUSE_MS;
 			return; /* EAGAIN, or a transient error: poll again */
 		}
-		struct ucred cr;
+		struct ucred cr = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
 		socklen_t len = sizeof cr;
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.uid != geteuid()) {
 			s->stats.refused_peers++;
-			struct conn tmp = {.fd = -1, .pid = len == sizeof cr ? cr.pid : 0};
+			struct conn tmp = {.fd = -1, .pid = cr.pid};
 			audit_refusal(s, &tmp, "-", "peer of another uid", NULL);
 			close(fd);
 			continue;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <seccomp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,13 @@ int proc_read_string(pid_t tid, uint64_t addr, char *buf, size_t bufsz, size_t *
 	return -ENAMETOOLONG;
 }
 
+int proc_target_still_valid(const struct notif_ref *n)
+{
+	if (!n)
+		return 0;
+	return seccomp_notify_id_valid(n->fd, n->id) == 0 ? 0 : -ESRCH;
+}
+
 int proc_open_dirfd(pid_t tid, int dirfd, int flags)
 {
 	char p[64];
@@ -91,7 +99,7 @@ static int status_open(pid_t tid)
 	return fd < 0 ? negative_errno() : fd;
 }
 
-static ssize_t status_read(pid_t tid, char *buf, size_t n)
+static ssize_t status_read(pid_t tid, const struct notif_ref *nref, char *buf, size_t n)
 {
 	unsigned slot = STATUS_CACHE;
 	for (unsigned i = 0; i < STATUS_CACHE; i++)
@@ -114,6 +122,12 @@ static ssize_t status_read(pid_t tid, char *buf, size_t n)
 	int fd = status_open(tid);
 	if (fd < 0)
 		return fd;
+	/* A cached fd stays tied to the task it was opened for (reads fail once it is gone); a fresh
+	 * one is that task's only if the notification is still pending now. */
+	if (proc_target_still_valid(nref) < 0) {
+		safe_close(fd);
+		return -ESRCH;
+	}
 	ssize_t k = RETRY_EINTR(pread(fd, buf, n, 0));
 	if (k < 0) {
 		int r = negative_errno();
@@ -125,11 +139,12 @@ static ssize_t status_read(pid_t tid, char *buf, size_t n)
 	return k;
 }
 
-static int read_status_field(pid_t tid, const char *key, char *out, size_t outsz)
+static int read_status_field(pid_t tid, const struct notif_ref *nref, const char *key, char *out,
+			     size_t outsz)
 {
-	/* The fields we need (Umask, Tgid) are in the first few hundred bytes. */
+	/* The field we need (Umask) is in the first few hundred bytes. */
 	char buf[1024];
-	ssize_t n = status_read(tid, buf, sizeof buf - 1);
+	ssize_t n = status_read(tid, nref, buf, sizeof buf - 1);
 	if (n < 0)
 		return (int)n;
 	buf[n] = '\0';
@@ -150,10 +165,10 @@ static int read_status_field(pid_t tid, const char *key, char *out, size_t outsz
 	return -ENOENT;
 }
 
-int proc_get_umask(pid_t tid, mode_t *ret)
+int proc_get_umask(pid_t tid, const struct notif_ref *n, mode_t *ret)
 {
 	char v[32];
-	int r = read_status_field(tid, "Umask", v, sizeof v);
+	int r = read_status_field(tid, n, "Umask", v, sizeof v);
 	if (r < 0)
 		return r;
 	unsigned m;
@@ -161,19 +176,5 @@ int proc_get_umask(pid_t tid, mode_t *ret)
 	if (r < 0)
 		return r;
 	*ret = (mode_t)(m & 0777);
-	return 0;
-}
-
-int proc_get_tgid(pid_t tid, pid_t *ret)
-{
-	char v[32];
-	int r = read_status_field(tid, "Tgid", v, sizeof v);
-	if (r < 0)
-		return r;
-	int t;
-	r = parse_int_range(v, 1, INT32_MAX, &t);
-	if (r < 0)
-		return r;
-	*ret = t;
 	return 0;
 }

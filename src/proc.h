@@ -18,9 +18,20 @@ int proc_read_mem(pid_t tid, uint64_t addr, void *buf, size_t n);
  * unreadable.
  */
 int proc_read_string(pid_t tid, uint64_t addr, char *buf, size_t bufsz, size_t *ret_len);
+/*
+ * The notification a target is stopped in. A thread id is only a name: once the target is gone
+ * (killed, its syscall interrupted) the id can be reused by another process, so whatever was
+ * opened under /proc/TID is trusted only if the notification is still valid *after* the open
+ * (the order of the kernel's samples/seccomp/user-trap.c). NULL where there is no target
+ * (the socket door acts for itself).
+ */
+struct notif_ref {
+	int fd; /* the listener */
+	uint64_t id;
+};
+/* 0 if the notification is still pending (the target is the thread that asked), else -ESRCH. */
+int proc_target_still_valid(const struct notif_ref *n);
 /* O_PATH fd of the target's cwd (dirfd == AT_FDCWD) or of its fd number dirfd. */
 int proc_open_dirfd(pid_t tid, int dirfd, int flags);
-/* The target's current umask (from /proc/TID/status). */
-int proc_get_umask(pid_t tid, mode_t *ret);
-/* Thread group id of tid. */
-int proc_get_tgid(pid_t tid, pid_t *ret);
+/* The target's current umask (from /proc/TID/status); -ESRCH if n is no longer valid. */
+int proc_get_umask(pid_t tid, const struct notif_ref *n, mode_t *ret);

@@ -215,8 +215,8 @@ static int open_dir_part(int base, const char *dir, bool is_proc_target)
 	return fd;
 }
 
-int resolve_path(const struct resolve_ctx *ctx, int dirfd, const char *path, unsigned flags,
-		 struct resolved *ret)
+static int resolve_path_once(const struct resolve_ctx *ctx, int dirfd, const char *path,
+			     unsigned flags, struct resolved *ret)
 {
 	_cleanup_strbuf_ struct strbuf cur = STRBUF_INIT, dir = STRBUF_INIT, tmp = STRBUF_INIT;
 	_cleanup_close_ int base = -1;
@@ -357,6 +357,17 @@ int resolve_path(const struct resolve_ctx *ctx, int dirfd, const char *path, uns
 	return 0;
 }
 
+int resolve_path(const struct resolve_ctx *ctx, int dirfd, const char *path, unsigned flags,
+		 struct resolved *ret)
+{
+	int k = resolve_path_once(ctx, dirfd, path, flags, ret);
+	/* Whatever was opened through /proc/TID (cwd, fd/N, /proc/self/...) was the target's only if
+	 * its notification is still pending: a thread id freed meanwhile may name another process. */
+	if (k >= 0 && proc_target_still_valid(ctx->notif) < 0)
+		return -ESRCH;
+	return k;
+}
+
 int resolve_target_fd(const struct resolve_ctx *ctx, int fd, struct resolved *ret)
 {
 	*ret = (struct resolved)RESOLVED_INIT;
@@ -366,6 +377,8 @@ int resolve_target_fd(const struct resolve_ctx *ctx, int fd, struct resolved *re
 	if (ofd < 0)
 		return ofd;
 	ret->obj_fd = ofd;
+	if (proc_target_still_valid(ctx->notif) < 0)
+		return -ESRCH;
 	if (fstat(ofd, &ret->st) < 0)
 		return negative_errno();
 	ret->exists = true;

@@ -11,9 +11,10 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "proc.h"
+
 enum resolve_flags {
 	RESOLVE_FOLLOW = 1 << 0,         /* follow a symlink in the final component (open, chmod, ...) */
-	RESOLVE_TRAILING_DIR = 1 << 1,   /* the path ended in '/': the final must be a directory */
 	RESOLVE_ALLOW_DOTDOT = 1 << 2,   /* final "." / "..": resolve to the directory itself */
 };
 
@@ -34,6 +35,9 @@ struct resolved {
 struct resolve_ctx {
 	pid_t tid;   /* the target thread */
 	int root_fd; /* O_PATH "/" of the broker (the target cannot chroot) */
+	/* The notification the target is stopped in (NULL: the socket door, no target): a resolution
+	 * that went through /proc/TID is valid only if this still is once it is done. */
+	const struct notif_ref *notif;
 };
 
 /*

@@ -50,8 +50,6 @@ void sandbox_probe(struct sandbox_features *f)
 	struct seccomp_notif_sizes sz;
 	f->seccomp_addfd_send = f->seccomp_notify &&
 				syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sz) == 0;
-	/* ADDFD_FLAG_SEND and SYNC_WAKE_UP can only be tried on a listener; assume by version. */
-	f->sync_wake_up = f->wait_killable; /* refined at run time on the real listener */
 	errno = 0;
 	r = syscall(SYS_pidfd_getfd, -1, 0, 0);
 	f->pidfd_getfd = r < 0 && errno == EBADF;
@@ -100,8 +98,6 @@ static int ll_allow_path(int ruleset, const char *path, uint64_t rights, bool op
 		return negative_errno();
 	return 0;
 }
-
-unsigned sandbox_read_rules_added;
 
 static bool is_ancestor_of_any(const char *path, const char *const *v, size_t n)
 {
@@ -157,8 +153,6 @@ static int ll_allow_reads_around(int ruleset, const char *dir, const char *const
 		r = ll_allow_path(ruleset, sb.buf, LANDLOCK_ACCESS_FS_READ_FILE, true);
 		if (r == -EACCES || r == -ELOOP || r == -ENOENT)
 			r = 0; /* unreadable to us anyway, or gone */
-		else if (r >= 0)
-			sandbox_read_rules_added++;
 	}
 	strbuf_free(&sb);
 	closedir(d);
@@ -204,7 +198,6 @@ int sandbox_landlock_prepare(const char *scratch_dir, const char *const *read_de
 		}
 	}
 	if (read_deny) {
-		sandbox_read_rules_added = 0;
 		k = ll_allow_reads_around(rs, "/", read_denied, n_read_denied, 0);
 		if (k < 0) {
 			close(rs);

@@ -18,7 +18,6 @@ struct sandbox_features {
 	bool seccomp_notify;       /* SECCOMP_RET_USER_NOTIF usable */
 	bool seccomp_addfd_send;   /* SECCOMP_ADDFD_FLAG_SEND (5.14) */
 	bool wait_killable;        /* SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (5.19) */
-	bool sync_wake_up;         /* SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (6.6) */
 	bool pidfd_getfd;          /* 5.6 */
 	bool openat2;              /* 5.6 */
 };
@@ -41,7 +40,6 @@ struct sandbox_landlock {
 int sandbox_landlock_prepare(const char *scratch_dir, const char *const *read_denied,
 			     size_t n_read_denied, struct sandbox_landlock *ret, char **ret_failed_path);
 /* Rules the read allow-list needed (for the doctor and benchmarks). */
-extern unsigned sandbox_read_rules_added;
 /* In the child: restrict self. */
 int sandbox_landlock_apply(const struct sandbox_landlock *ll);
 

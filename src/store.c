@@ -27,6 +27,7 @@
 
 #include "basic/escape.h"
 #include "basic/macro.h"
+#include "basic/stat-util.h"
 #include "basic/user-util.h"
 #include "basic/parse-util.h"
 #include "basic/path-util.h"
@@ -1095,10 +1096,6 @@ static int readlink_at(int dirfd, const char *name, size_t hint, char **ret)
 	}
 }
 
-static bool same_file(const struct stat *a, const struct stat *b)
-{
-	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
-}
 
 /*
  * The name is about to be replaced by a rename (or removed) and is the file's only link: keep the
@@ -1140,7 +1137,7 @@ static int file_link_in(struct store_turn *t, int dirfd, const char *name, const
 		openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st2) < 0)
 		return negative_errno();
-	if (!same_file(st, &st2) || !S_ISREG(st2.st_mode) || st2.st_nlink != 1)
+	if (!stat_inode_same(st, &st2) || !S_ISREG(st2.st_mode) || st2.st_nlink != 1)
 		return -EAGAIN; /* another name or a swap: fall back to a copy */
 	if (maybe_open_for_writing(fd))
 		return -EAGAIN; /* it would change on in the store: copy it now */
@@ -1224,7 +1221,7 @@ static int file_copy_in(struct store_turn *t, int dirfd, const char *name, const
 	struct stat st2;
 	if (src < 0 || fstat(src, &st2) < 0)
 		return negative_errno();
-	if (!same_file(st, &st2) || !S_ISREG(st2.st_mode))
+	if (!stat_inode_same(st, &st2) || !S_ISREG(st2.st_mode))
 		return -EAGAIN;
 	char *tmp = NULL;
 	int r = store_random_name("cp-", &tmp);

@@ -578,6 +578,9 @@ static int handle(struct supervisor *s, uint64_t id, pid_t tid, const struct sec
 	/* Decide only on copies, and only while the target is still the one that asked. */
 	if (seccomp_notify_id_valid(s->listener, id) < 0)
 		return 0;
+	/* ... and again after each open under /proc/TID (resolve, umask): the broker checks it. */
+	const struct notif_ref nref = {s->listener, id};
+	q.notif = &nref;
 	if (r == 1) {
 		respond(s, id, 0, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE);
 		return 0;
