@@ -554,6 +554,27 @@ static int target_umask(const struct broker_req *q, mode_t *ret)
 	return r;
 }
 
+/*
+ * Set-user-ID and set-group-ID bits outlive the sandbox: a command run as root could leave a
+ * root-owned setuid program behind for anyone to run. Unless sandbox.allowSetid, they are dropped
+ * from new files and refused (EPERM) by chmod when they would be added. A directory's
+ * set-group-ID only passes its group on, and stays allowed.
+ */
+#define SETID_BITS ((mode_t)(S_ISUID | S_ISGID))
+
+static mode_t setid_strip(const struct broker *b, mode_t mode, bool dir)
+{
+	return b->cfg.allow_setid || dir ? mode : mode & ~SETID_BITS;
+}
+
+/* The mode a new file gets: the target's umask applied, set-ID bits dropped unless allowed. */
+static mode_t create_mode(const struct broker *b, const struct broker_req *q, bool dir)
+{
+	mode_t um;
+	target_umask(q, &um);
+	return setid_strip(b, q->mode & ~um & 07777, dir);
+}
+
 static void proc_fd_path(char *buf, size_t n, int fd)
 {
 	snprintf(buf, n, "/proc/self/fd/%d", fd);
@@ -585,12 +606,10 @@ static int open_tmpfile(struct broker *b, const struct broker_req *q, struct bro
 		resp->kind = BROKER_RESP_CONTINUE;
 		return 0;
 	}
-	mode_t um;
-	target_umask(q, &um);
 	_cleanup_close_ int dfd = openat(res->parent_fd, res->name, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return negative_errno();
-	int fd = openat(dfd, ".", (int)(q->flags | O_CLOEXEC | O_NOCTTY), q->mode & ~um & 07777);
+	int fd = openat(dfd, ".", (int)(q->flags | O_CLOEXEC | O_NOCTTY), create_mode(b, q, false));
 	if (fd < 0)
 		return negative_errno();
 	resp->kind = BROKER_RESP_FD;
@@ -694,11 +713,9 @@ static int do_open(struct broker *b, const struct broker_req *q, struct broker_r
 			r = before_change_res(b, res, 0, NULL, l);
 			if (r < 0)
 				return r;
-			mode_t um;
-			target_umask(q, &um);
 			int fd = openat(res->parent_fd, res->name,
 					(int)(q->flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY),
-					q->mode & ~um & 07777);
+					create_mode(b, q, false));
 			if (fd < 0) {
 				/* Created meanwhile (from outside the sandbox): open the existing file
 				 * again, unless this very call recorded the path as absent; then the
@@ -1143,9 +1160,7 @@ static int do_mknod(struct broker *b, const struct broker_req *q, struct broker_
 	int r = create_common(b, q, resp, res, l, q->dirfd, q->path);
 	if (r != 0)
 		return r < 0 ? r : 0;
-	mode_t um;
-	target_umask(q, &um);
-	if (mknodat(res->parent_fd, res->name, (q->mode & ~um & 07777) | (type ? type : S_IFREG), 0) < 0)
+	if (mknodat(res->parent_fd, res->name, create_mode(b, q, false) | (type ? type : S_IFREG), 0) < 0)
 		return negative_errno();
 	set_value(resp, 0);
 	return 0;
@@ -1274,6 +1289,13 @@ static int do_meta(struct broker *b, const struct broker_req *q, struct broker_r
 	}
 	if (q->op == BROKER_OP_CHMOD && !follow && S_ISLNK(res->st.st_mode))
 		return -EOPNOTSUPP;
+	/* Set-ID bits the file does not have yet: refused, named files and unnamed ones alike (an
+	 * O_TMPFILE made setuid would keep the bits when linked in). */
+	if (q->op == BROKER_OP_CHMOD && (q->mode & SETID_BITS & ~res->st.st_mode) &&
+	    setid_strip(b, q->mode, S_ISDIR(res->st.st_mode)) != q->mode) {
+		l->reason = "setid";
+		return -EPERM;
+	}
 
 	/* The object to act on: a path through our own fd of it (res owns a magic link's). */
 	_cleanup_close_ int own_fd = -1;

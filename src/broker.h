@@ -95,6 +95,7 @@ struct broker_config {
 	const char *home;
 	bool backup_enabled;
 	bool kernel_enforces;    /* Landlock is on: scratch and device writes may CONTINUE */
+	bool allow_setid;        /* sandbox.allowSetid: files may become set-user/group-ID */
 };
 
 struct broker_stats {

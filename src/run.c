@@ -714,6 +714,7 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 		.home = c->home,
 		.backup_enabled = c->settings->backup_enabled,
 		.kernel_enforces = c->landlock,
+		.allow_setid = c->settings->allow_setid,
 	};
 	if ((r = broker_new(&bc, c->audit, a->turn, &a->broker)) < 0)
 		return log_error_errno(r, "Failed to start the broker: %m");

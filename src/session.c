@@ -128,6 +128,7 @@ int session_open(const struct session_options *o, struct session **ret, char **r
 	    .home = s->home,
 	    .backup_enabled = s->settings->backup_enabled,
 	    .kernel_enforces = false, /* no sandbox here: the broker performs everything */
+	    .allow_setid = s->settings->allow_setid,
 	};
 	if ((r = broker_new(&bc, s->audit, NULL, &s->broker)) < 0) {
 		set_error(ret_error, r, "Failed to start the broker");

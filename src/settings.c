@@ -26,6 +26,7 @@ enum {
 	SET_DENY_OVERSIZE = 1u << 3,
 	SET_DELETE_MODE = 1u << 4,
 	SET_SYNC = 1u << 5,
+	SET_ALLOW_SETID = 1u << 6,
 };
 
 /* One file being loaded: its values go into a scratch struct settings, merged on success. */
@@ -432,6 +433,8 @@ static int apply_leaf(struct loader *l, const char *key, const struct json_value
 		return apply_delete_mode(l, key, v);
 	if (strcmp(key, "sandbox.fileBackup.sync") == 0)
 		return apply_bool(l, key, v, SET_SYNC, &s->backup_sync);
+	if (strcmp(key, "sandbox.allowSetid") == 0)
+		return apply_bool(l, key, v, SET_ALLOW_SETID, &s->allow_setid);
 	if (strcmp(key, "sandbox.fileBackup.maxSizeMB") == 0 ||
 	    strcmp(key, "fileBackupMaxSizeMB") == 0)
 		return apply_max_size(l, key, v);
@@ -520,6 +523,8 @@ static int merge(struct settings *dst, struct settings *src, unsigned present)
 		dst->delete_to_trash = src->delete_to_trash;
 	if (present & SET_SYNC)
 		dst->backup_sync = src->backup_sync;
+	if (present & SET_ALLOW_SETID)
+		dst->allow_setid = src->allow_setid;
 	return 0;
 }
 

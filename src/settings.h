@@ -18,6 +18,8 @@
  *   sandbox.fileBackup.denyOversize bool, default false (ours: deny changes to files over the size)
  *   sandbox.fileBackup.sync         bool, default true: each pre-image reaches stable storage before
  *                                   its change (false: faster, a power loss can lose the newest)
+ *   sandbox.allowSetid              bool, default false: files may get set-user-ID/set-group-ID
+ *                                   bits (ours: refused by chmod, dropped at creation, otherwise)
  *   sandbox.deleteMode              "unlink" (default) or "trash": intercepted deletes go to the
  *                                   freedesktop.org trash (ours)
  *   sandbox.fileSafety.allowlist    [pattern]: {path, write+delete+metadata, allow}
@@ -69,6 +71,7 @@ struct settings {
 	bool backup_deny_oversize;
 	bool delete_to_trash; /* sandbox.deleteMode: "trash" */
 	bool backup_sync;     /* sandbox.fileBackup.sync, default true */
+	bool allow_setid;     /* sandbox.allowSetid, default false */
 	struct settings_rule *rules; /* in precedence order: later entries win ties */
 	size_t n_rules;
 	char **warnings; /* "FILE: unknown key \"sandbox.foo\"", ... for the caller to print */
