@@ -5,6 +5,9 @@
 #   make check           unit + end-to-end tests against build/ and build-san/
 #   make fuzz            libFuzzer targets in build-fuzz/ (clang)
 #   make format-check    clang-format on all sources
+#   make analyze         clang's static analyzer on all sources (warnings are errors)
+#   make shellcheck      shellcheck -S error on every script
+#   make cross-aarch64   the aarch64 build with Debian's cross compiler (build-aarch64/)
 #
 # Sources are picked up by wildcard: src/*.c and src/basic/*.c form the program, src/main.c holds
 # main(); tests/unit/test-*.c are unit tests linked with everything but main; fuzz/fuzz-*.c are
@@ -91,6 +94,36 @@ build-fuzz/%: fuzz/%.c $(LIB_SRCS)
 
 fuzz: $(FUZZ_SRCS:fuzz/%.c=build-fuzz/%)
 
+# ---- static checks ----
+# clang's analyzer, its malloc checker aside (it does not model the cleanup attributes)
+ANALYZE_FLAGS := --analyze -Xanalyzer -analyzer-disable-checker=unix.Malloc -Xanalyzer \
+	-analyzer-output=text -Xclang -analyzer-werror -std=gnu17 -D_GNU_SOURCE -Isrc $(PKG_CFLAGS)
+
+build-analyze/%.ok: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  ANALYZE $<";)
+	$(Q)clang $(ANALYZE_FLAGS) $< -o /dev/null
+	@touch $@
+
+analyze: $(SRCS:%.c=build-analyze/%.ok)
+
+shellcheck:
+	shellcheck -S error $(shell git ls-files '*.sh' .ci/run test.sh 2>/dev/null || find . -name '*.sh')
+
+# aarch64 cross build (Debian's gcc-aarch64-linux-gnu and the :arm64 libraries)
+CROSS_AARCH64 ?= aarch64-linux-gnu-
+build-aarch64/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@";)
+	$(Q)$(CROSS_AARCH64)gcc $(BASE_CFLAGS) $(REL_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+build-aarch64/brokered: $(SRCS:%.c=build-aarch64/%.o)
+	$(CROSS_AARCH64)gcc $(BASE_LDFLAGS) $(LDFLAGS) -o $@ $^ -lseccomp -lcrypto
+
+cross-aarch64: build-aarch64/brokered
+
+lint: format-check analyze shellcheck
+
 # ---- tests ----
 check: all san
 	tests/run.sh
@@ -99,9 +132,9 @@ format-check:
 	clang-format --dry-run -Werror $(SRCS) $(wildcard src/*.h src/basic/*.h) $(UNIT_SRCS) $(FUZZ_SRCS)
 
 clean:
-	rm -rf build build-san build-fuzz
+	rm -rf build build-san build-fuzz build-analyze build-aarch64
 
-.PHONY: all san fuzz check format-check clean unit-bins helpers
+.PHONY: all san fuzz check format-check analyze shellcheck cross-aarch64 lint clean unit-bins helpers
 .SECONDARY:
 
--include $(shell find build build-san -name '*.d' 2>/dev/null)
+-include $(shell find build build-san build-aarch64 -name '*.d' 2>/dev/null)

@@ -6,9 +6,11 @@ set -eu
 what=${1:-build}
 build_pkgs=(gcc make pkg-config libseccomp-dev libssl-dev libc6-dev)
 test_pkgs=(clang libclang-rt-14-dev busybox-static python3 perl tmux diffutils attr
-	procps util-linux passwd)
+	procps util-linux passwd shellcheck clang-format)
+# the aarch64 cross build the test command checks (libraries of the foreign architecture arm64)
+cross_pkgs=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross libseccomp-dev:arm64 libssl-dev:arm64)
 pkgs=("${build_pkgs[@]}")
-[ "$what" = test ] && pkgs+=("${test_pkgs[@]}")
+[ "$what" = test ] && pkgs+=("${test_pkgs[@]}" "${cross_pkgs[@]}")
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -26,5 +28,8 @@ else
 	exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
+case " ${missing[*]}" in *:arm64*)
+	dpkg --print-foreign-architectures | grep -qx arm64 || "${sudo[@]}" dpkg --add-architecture arm64 ;;
+esac
 "${sudo[@]}" apt-get update -qq
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -124,7 +124,7 @@ static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid,
 #define NAME(sys) q->syscall_name = sys
 
 	switch (d->nr) {
-	case __NR_open:
+	case SCMP_SYS(open):
 		NAME("open");
 		q->op = BROKER_OP_OPEN;
 		PATH1(a[0]);
@@ -139,7 +139,7 @@ static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid,
 		q->flags = (uint32_t)a[2];
 		q->mode = (mode_t)a[3];
 		return 0;
-	case __NR_creat:
+	case SCMP_SYS(creat):
 		NAME("creat");
 		q->op = BROKER_OP_OPEN;
 		PATH1(a[0]);
@@ -191,11 +191,11 @@ static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid,
 		PATH1(a[0]);
 		q->length = a[1];
 		return 0;
-	case __NR_rename:
+	case SCMP_SYS(rename):
 	case __NR_renameat:
 	case __NR_renameat2:
 		q->op = BROKER_OP_RENAME;
-		if (d->nr == __NR_rename) {
+		if (d->nr == SCMP_SYS(rename)) {
 			NAME("rename");
 			PATH1(a[0]);
 			PATH2(a[1]);
@@ -215,12 +215,12 @@ static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid,
 		if ((q->flags & RENAME_EXCHANGE) && (q->flags & RENAME_WHITEOUT))
 			return -EINVAL;
 		return 0;
-	case __NR_unlink:
+	case SCMP_SYS(unlink):
 		NAME("unlink");
 		q->op = BROKER_OP_UNLINK;
 		PATH1(a[0]);
 		return 0;
-	case __NR_rmdir:
+	case SCMP_SYS(rmdir):
 		NAME("rmdir");
 		q->op = BROKER_OP_UNLINK;
 		PATH1(a[0]);
@@ -235,7 +235,7 @@ static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid,
 		if (q->flags & ~(uint64_t)AT_REMOVEDIR)
 			return -EINVAL;
 		return 0;
-	case __NR_mkdir:
+	case SCMP_SYS(mkdir):
 		NAME("mkdir");
 		q->op = BROKER_OP_MKDIR;
 		PATH1(a[0]);
@@ -248,7 +248,7 @@ static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid,
 		PATH1(a[1]);
 		q->mode = (mode_t)a[2];
 		return 0;
-	case __NR_mknod:
+	case SCMP_SYS(mknod):
 		NAME("mknod");
 		q->op = BROKER_OP_MKNOD;
 		PATH1(a[0]);
@@ -263,7 +263,7 @@ static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid,
 		q->mode = (mode_t)a[2];
 		q->dev = (dev_t)a[3];
 		return 0;
-	case __NR_link:
+	case SCMP_SYS(link):
 		NAME("link");
 		q->op = BROKER_OP_LINK;
 		PATH1(a[0]);
@@ -281,26 +281,26 @@ static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid,
 			return -EINVAL;
 		q->at_empty_path = (q->flags & AT_EMPTY_PATH) && !*q->path;
 		return 0;
-	case __NR_symlink:
+	case SCMP_SYS(symlink):
 	case __NR_symlinkat:
 		q->op = BROKER_OP_SYMLINK;
-		NAME(d->nr == __NR_symlink ? "symlink" : "symlinkat");
+		NAME(d->nr == SCMP_SYS(symlink) ? "symlink" : "symlinkat");
 		if ((r = read_path(tid, a[0], s->path3)) < 0)
 			return r;
 		q->symlink_target = s->path3;
-		if (d->nr == __NR_symlink) {
+		if (d->nr == SCMP_SYS(symlink)) {
 			PATH2(a[1]);
 		} else {
 			q->dirfd2 = (int)a[1];
 			PATH2(a[2]);
 		}
 		return 0;
-	case __NR_chmod:
+	case SCMP_SYS(chmod):
 	case __NR_fchmod:
 	case __NR_fchmodat:
 	case __NR_fchmodat2:
 		q->op = BROKER_OP_CHMOD;
-		if (d->nr == __NR_chmod) {
+		if (d->nr == SCMP_SYS(chmod)) {
 			NAME("chmod");
 			PATH1(a[0]);
 			q->mode = (mode_t)a[1];
@@ -326,8 +326,8 @@ static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid,
 		}
 		q->mode &= 07777;
 		return 0;
-	case __NR_chown:
-	case __NR_lchown:
+	case SCMP_SYS(chown):
+	case SCMP_SYS(lchown):
 	case __NR_fchown:
 	case __NR_fchownat:
 		q->op = BROKER_OP_CHOWN;
@@ -347,15 +347,15 @@ static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid,
 				return -EINVAL;
 			q->at_empty_path = (q->flags & AT_EMPTY_PATH) && !*q->path;
 		} else {
-			NAME(d->nr == __NR_chown ? "chown" : "lchown");
+			NAME(d->nr == SCMP_SYS(chown) ? "chown" : "lchown");
 			PATH1(a[0]);
 			q->uid = (uid_t)(uint32_t)a[1];
 			q->gid = (gid_t)(uint32_t)a[2];
-			if (d->nr == __NR_lchown)
+			if (d->nr == SCMP_SYS(lchown))
 				q->flags = AT_SYMLINK_NOFOLLOW;
 		}
 		return 0;
-	case __NR_utime: {
+	case SCMP_SYS(utime): {
 		NAME("utime");
 		q->op = BROKER_OP_UTIMES;
 		PATH1(a[0]);
@@ -370,12 +370,12 @@ static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid,
 		q->times[1] = (struct timespec){ub.modtime, 0};
 		return 0;
 	}
-	case __NR_utimes:
+	case SCMP_SYS(utimes):
 		NAME("utimes");
 		q->op = BROKER_OP_UTIMES;
 		PATH1(a[0]);
 		return read_timeval_pair(tid, a[1], q);
-	case __NR_futimesat:
+	case SCMP_SYS(futimesat):
 		NAME("futimesat");
 		q->op = BROKER_OP_UTIMES;
 		q->dirfd = (int)a[0];
