@@ -261,8 +261,9 @@ static int supervise(struct run_state *rs, struct supervisor *sv, struct ipc_ser
 		     struct audit *audit, int sfd)
 {
 	bool killing = false;
-	/* the listener, the signalfd, then the broker socket's listener and clients */
-	static struct pollfd pfd[2 + IPC_MAX_CLIENTS_DEFAULT + 1];
+	/* the listener, the signalfd, finished FIFO waits, then the broker socket's listener and
+	 * clients */
+	static struct pollfd pfd[3 + IPC_MAX_CLIENTS_DEFAULT + 1];
 	for (;;) {
 		if (rs->child_done && rs->listener_hup)
 			break;
@@ -272,20 +273,23 @@ static int supervise(struct run_state *rs, struct supervisor *sv, struct ipc_ser
 			kill_children();
 		pfd[0] = (struct pollfd){.fd = rs->listener_hup ? -1 : rs->listener, .events = POLLIN};
 		pfd[1] = (struct pollfd){.fd = sfd, .events = POLLIN};
-		size_t n_ipc = ipc ? ipc_server_pollfds(ipc, pfd + 2, ELEMENTSOF(pfd) - 2) : 0;
-		int waiting = supervisor_retry_deferred(sv);
-		int timeout = waiting ? 5 : killing ? 20 : 250;
+		pfd[2] = (struct pollfd){.fd = supervisor_fifo_fd(sv), .events = POLLIN};
+		size_t n_ipc = ipc ? ipc_server_pollfds(ipc, pfd + 3, ELEMENTSOF(pfd) - 3) : 0;
+		supervisor_fifo_check(sv); /* FIFO waits whose target was killed end */
+		int timeout = killing ? 20 : 250;
 		int it = ipc ? ipc_server_timeout_ms(ipc) : -1;
 		if (it >= 0 && it < timeout)
 			timeout = it;
-		int n = poll(pfd, 2 + n_ipc, timeout);
+		int n = poll(pfd, 3 + n_ipc, timeout);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			return log_error_errno(errno, "Failed to wait for the sandbox: %m");
 		}
 		if (ipc)
-			ipc_server_handle(ipc, pfd + 2, n_ipc);
+			ipc_server_handle(ipc, pfd + 3, n_ipc);
+		if (pfd[2].revents & POLLIN)
+			(void)supervisor_fifo_done(sv);
 		if (n == 0) {
 			(void)audit_flush(audit);
 			if (killing && !rs->listener_hup)

@@ -2,8 +2,10 @@
 #include "supervisor.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <seccomp.h>
@@ -26,19 +28,32 @@
 #define XATTR_NAME_MAX_ 255
 #define XATTR_SIZE_MAX_ 65536
 
-struct deferred {
+/*
+ * A write-open of a FIFO that has no reader yet blocks natively until one comes; the broker must
+ * not. Each such open is done by a thread of its own, blocked in open(2) exactly as the target
+ * would be; when it returns, the thread posts itself on a pipe that the main loop polls, and the
+ * fd goes to the target. A wait whose target is gone (killed: with WAIT_KILLABLE_RECV only a fatal
+ * signal ends a received notification) is interrupted with FIFO_CANCEL_SIGNAL.
+ */
+struct fifo_wait {
 	uint64_t id;
-	int fd; /* O_PATH fd of the FIFO */
+	int path_fd; /* O_PATH fd of the FIFO */
 	int flags;
 	bool cloexec;
+	bool cancelled;
+	pthread_t thread;
+	int result; /* the fd, or -errno */
+	int done_fd; /* where the thread posts itself */
 };
 
 #define MAX_DEFERRED 256
+#define FIFO_CANCEL_SIGNAL (SIGRTMIN + 3)
 
 struct supervisor {
 	int listener;
-	struct deferred deferred[MAX_DEFERRED];
-	size_t n_deferred;
+	struct fifo_wait *waits[MAX_DEFERRED];
+	size_t n_waits;
+	int waits_pipe[2]; /* finished waits: their pointers */
 	struct broker *broker;
 	struct seccomp_notif *req;
 	struct seccomp_notif_resp *resp;
@@ -47,6 +62,13 @@ struct supervisor {
 	void *xvalue;
 };
 
+static void respond(struct supervisor *s, uint64_t id, int64_t val, int32_t err, uint32_t flags);
+static void fifo_cancel(struct fifo_wait *w);
+
+static void fifo_cancel_handler(int sig)
+{
+}
+
 int supervisor_new(int listener_fd, struct broker *b, struct supervisor **ret)
 {
 	struct supervisor *s = calloc(1, sizeof *s);
@@ -54,8 +76,18 @@ int supervisor_new(int listener_fd, struct broker *b, struct supervisor **ret)
 		return -ENOMEM;
 	s->listener = listener_fd;
 	s->broker = b;
+	if (pipe2(s->waits_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+		free(s);
+		return negative_errno();
+	}
+	/* A no-op handler without SA_RESTART: the signal only interrupts a waiting open(2). */
+	struct sigaction sa = {.sa_handler = fifo_cancel_handler};
+	sigemptyset(&sa.sa_mask);
+	(void)sigaction(FIFO_CANCEL_SIGNAL, &sa, NULL);
 	int r = seccomp_notify_alloc(&s->req, &s->resp);
 	if (r < 0) {
+		safe_close(s->waits_pipe[0]);
+		safe_close(s->waits_pipe[1]);
 		free(s);
 		return r;
 	}
@@ -75,8 +107,16 @@ void supervisor_free(struct supervisor *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->n_deferred; i++)
-		safe_close(s->deferred[i].fd);
+	/* Interrupt the waits still blocked, and collect them all. */
+	while (s->n_waits > 0) {
+		for (size_t i = 0; i < s->n_waits; i++)
+			fifo_cancel(s->waits[i]);
+		struct pollfd p = {.fd = s->waits_pipe[0], .events = POLLIN};
+		(void)poll(&p, 1, 10);
+		(void)supervisor_fifo_done(s);
+	}
+	safe_close(s->waits_pipe[0]);
+	safe_close(s->waits_pipe[1]);
 	seccomp_notify_free(s->req, s->resp);
 	free(s->path1);
 	free(s->path2);
@@ -495,8 +535,6 @@ static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid,
 #undef NAME
 }
 
-static void respond(struct supervisor *s, uint64_t id, int64_t val, int32_t err, uint32_t flags);
-
 /* Install fd in the target as the syscall's result. -errno if the target did not get it. */
 static int send_fd(struct supervisor *s, uint64_t id, int fd, bool cloexec)
 {
@@ -516,37 +554,88 @@ static int send_fd(struct supervisor *s, uint64_t id, int fd, bool cloexec)
 	return 0;
 }
 
-int supervisor_retry_deferred(struct supervisor *s)
+static void *fifo_wait_thread(void *arg)
 {
-	for (size_t i = 0; i < s->n_deferred;) {
-		struct deferred *d = &s->deferred[i];
-		bool done = true;
-		if (seccomp_notify_id_valid(s->listener, d->id) == 0) {
-			char p[64];
-			snprintf(p, sizeof p, "/proc/self/fd/%d", d->fd);
-			int fd = open(p, d->flags | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-			if (fd < 0 && errno == ENXIO) {
-				done = false; /* still no reader */
-			} else if (fd < 0) {
-				respond(s, d->id, 0, -errno, 0);
-			} else {
-				if (!(d->flags & O_NONBLOCK)) {
-					int fl = fcntl(fd, F_GETFL);
-					if (fl >= 0)
-						(void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-				}
-				(void)send_fd(s, d->id, fd, d->cloexec);
-				close(fd);
-			}
-		}
-		if (done) {
-			safe_close(d->fd);
-			s->deferred[i] = s->deferred[--s->n_deferred];
-		} else {
-			i++;
-		}
+	struct fifo_wait *w = arg;
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, FIFO_CANCEL_SIGNAL);
+	(void)pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+	char p[64];
+	snprintf(p, sizeof p, "/proc/self/fd/%d", w->path_fd);
+	/* Blocks until a reader opens the FIFO, as the target's own open(2) would. */
+	int fd = __atomic_load_n(&w->cancelled, __ATOMIC_ACQUIRE)
+			 ? -1
+			 : open(p, (w->flags & ~O_NONBLOCK) | O_CLOEXEC | O_NOCTTY);
+	w->result = fd >= 0 ? fd : errno ? -errno : -EINTR;
+	(void)!write(w->done_fd, &w, sizeof w); /* atomic: shorter than PIPE_BUF */
+	return NULL;
+}
+
+static void fifo_cancel(struct fifo_wait *w)
+{
+	__atomic_store_n(&w->cancelled, true, __ATOMIC_RELEASE);
+	(void)pthread_kill(w->thread, FIFO_CANCEL_SIGNAL);
+}
+
+static void fifo_wait_start(struct supervisor *s, uint64_t id, struct broker_resp *br)
+{
+	struct fifo_wait *w = s->n_waits < MAX_DEFERRED ? calloc(1, sizeof *w) : NULL;
+	if (!w) {
+		respond(s, id, 0, -EAGAIN, 0);
+		return;
 	}
-	return (int)s->n_deferred;
+	*w = (struct fifo_wait){.id = id, .path_fd = TAKE_FD(br->fd), .flags = br->defer_flags,
+				.cloexec = br->cloexec, .done_fd = s->waits_pipe[1]};
+	/* The thread inherits the mask without FIFO_CANCEL_SIGNAL, then unblocks only that one. */
+	sigset_t all, old;
+	sigfillset(&all);
+	(void)pthread_sigmask(SIG_BLOCK, &all, &old);
+	int r = pthread_create(&w->thread, NULL, fifo_wait_thread, w);
+	(void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r != 0) {
+		safe_close(w->path_fd);
+		free(w);
+		respond(s, id, 0, -EAGAIN, 0);
+		return;
+	}
+	s->waits[s->n_waits++] = w;
+}
+
+int supervisor_fifo_fd(const struct supervisor *s)
+{
+	return s->n_waits > 0 ? s->waits_pipe[0] : -1;
+}
+
+void supervisor_fifo_check(struct supervisor *s)
+{
+	for (size_t i = 0; i < s->n_waits; i++)
+		if (!s->waits[i]->cancelled && seccomp_notify_id_valid(s->listener, s->waits[i]->id) < 0)
+			fifo_cancel(s->waits[i]);
+}
+
+int supervisor_fifo_done(struct supervisor *s)
+{
+	struct fifo_wait *w;
+	while (read(s->waits_pipe[0], &w, sizeof w) == (ssize_t)sizeof w) {
+		(void)pthread_join(w->thread, NULL);
+		if (!w->cancelled && seccomp_notify_id_valid(s->listener, w->id) == 0) {
+			if (w->result >= 0)
+				(void)send_fd(s, w->id, w->result, w->cloexec);
+			else
+				respond(s, w->id, 0, w->result, 0);
+		}
+		if (w->result >= 0)
+			close(w->result);
+		safe_close(w->path_fd);
+		for (size_t i = 0; i < s->n_waits; i++)
+			if (s->waits[i] == w) {
+				s->waits[i] = s->waits[--s->n_waits];
+				break;
+			}
+		free(w);
+	}
+	return (int)s->n_waits;
 }
 
 static void respond(struct supervisor *s, uint64_t id, int64_t val, int32_t err, uint32_t flags)
@@ -611,12 +700,7 @@ static int handle(struct supervisor *s, uint64_t id, pid_t tid, const struct sec
 			broker_undo_creation(s->broker, &br);
 		break;
 	case BROKER_RESP_DEFER:
-		if (s->n_deferred >= MAX_DEFERRED) {
-			respond(s, id, 0, -EAGAIN, 0);
-			break;
-		}
-		s->deferred[s->n_deferred++] = (struct deferred){
-			.id = id, .fd = TAKE_FD(br.fd), .flags = br.defer_flags, .cloexec = br.cloexec};
+		fifo_wait_start(s, id, &br);
 		break;
 	case BROKER_RESP_ERROR:
 	default:

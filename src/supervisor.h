@@ -14,5 +14,9 @@ void supervisor_free(struct supervisor *s);
 /* Receive and answer one notification (the listener was readable). Failures inside a
  * notification become that syscall's error; only a broken listener is returned (-errno). */
 int supervisor_handle_one(struct supervisor *s);
-/* Retry deferred opens (FIFOs waiting for a reader). Returns how many are still waiting. */
-int supervisor_retry_deferred(struct supervisor *s);
+/* Write-opens of FIFOs waiting for a reader (each in a thread of its own): the fd to poll for
+ * finished ones (-1: none waiting), collecting them (returns how many still wait), and ending the
+ * waits whose target is gone. */
+int supervisor_fifo_fd(const struct supervisor *s);
+int supervisor_fifo_done(struct supervisor *s);
+void supervisor_fifo_check(struct supervisor *s);

@@ -129,6 +129,19 @@ start_job() { # start_job NAME LOG COMMAND...
 		echo "$? $(($(date +%s) - t0))" >"$log.rc"
 	) &
 }
+# Static checks, as jobs of the same pool (they overlap with the end-to-end scripts): each is a
+# make target that must pass; its output is kept in the log as TAP comments.
+static_checks=(${BROKERED_STATIC_CHECKS-shellcheck cross-aarch64})
+if [ $# -eq 0 ]; then
+	for t in "${static_checks[@]}"; do
+		start_job "static/make $t" "$log_dir/static-$t.log" bash -c '
+			out=$(make -s -j1 "$1" 2>&1); st=$?
+			printf "%s\n" "$out" | tail -60 | sed "s/^/# /"
+			if [ $st -eq 0 ]; then echo "ok 1 - make $1"; else echo "not ok 1 - make $1"; fi
+			echo 1..1' _ "$t"
+	done
+fi
+
 # The sanitizer build skips the two tool matrices (the same operations as the other scripts,
 # hundreds of times over, twice as slow under ASan): the test run stays well under 15 minutes.
 san_skip=" ${BROKERED_SAN_SKIP-t0200-tools-workspace t0210-tools-outside} "
