@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -32,8 +33,12 @@
  * A write-open of a FIFO that has no reader yet blocks natively until one comes; the broker must
  * not. Each such open is done by a thread of its own, blocked in open(2) exactly as the target
  * would be; when it returns, the thread posts itself on a pipe that the main loop polls, and the
- * fd goes to the target. A wait whose target is gone (killed: with WAIT_KILLABLE_RECV only a fatal
- * signal ends a received notification) is interrupted with FIFO_CANCEL_SIGNAL.
+ * fd goes to the target. A waiting thread counts as a writer of the FIFO, as the blocked target
+ * does natively; once the target is gone (killed: with WAIT_KILLABLE_RECV only a fatal signal ends
+ * a received notification), its wait must end at once, or a reader arriving next would meet a
+ * writer that no longer exists: the target's pidfd (PIDFD_THREAD) wakes the loop, and the thread
+ * is interrupted with FIFO_CANCEL_SIGNAL. (A reader that opens the FIFO in the moment between the
+ * target's death and that wake-up still meets the dying writer and reads EOF.)
  */
 struct fifo_wait {
 	uint64_t id;
@@ -44,16 +49,21 @@ struct fifo_wait {
 	pthread_t thread;
 	int result; /* the fd, or -errno */
 	int done_fd; /* where the thread posts itself */
+	int pidfd;   /* the target thread's, readable once it exits; -1 if none could be had */
 };
 
 #define MAX_DEFERRED 256
 #define FIFO_CANCEL_SIGNAL (SIGRTMIN + 3)
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL /* 6.9 */
+#endif
 
 struct supervisor {
 	int listener;
 	struct fifo_wait *waits[MAX_DEFERRED];
 	size_t n_waits;
 	int waits_pipe[2]; /* finished waits: their pointers */
+	int waits_ep;      /* epoll: waits_pipe[0] and the waiting targets' pidfds */
 	struct broker *broker;
 	struct seccomp_notif *req;
 	struct seccomp_notif_resp *resp;
@@ -76,9 +86,14 @@ int supervisor_new(int listener_fd, struct broker *b, struct supervisor **ret)
 		return -ENOMEM;
 	s->listener = listener_fd;
 	s->broker = b;
-	if (pipe2(s->waits_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+	s->waits_ep = epoll_create1(EPOLL_CLOEXEC);
+	if (s->waits_ep < 0 || pipe2(s->waits_pipe, O_CLOEXEC | O_NONBLOCK) < 0 ||
+	    epoll_ctl(s->waits_ep, EPOLL_CTL_ADD, s->waits_pipe[0],
+		      &(struct epoll_event){.events = EPOLLIN, .data.ptr = NULL}) < 0) {
+		int e = negative_errno();
+		safe_close(s->waits_ep);
 		free(s);
-		return negative_errno();
+		return e;
 	}
 	/* A no-op handler without SA_RESTART: the signal only interrupts a waiting open(2). */
 	struct sigaction sa = {.sa_handler = fifo_cancel_handler};
@@ -88,6 +103,7 @@ int supervisor_new(int listener_fd, struct broker *b, struct supervisor **ret)
 	if (r < 0) {
 		safe_close(s->waits_pipe[0]);
 		safe_close(s->waits_pipe[1]);
+		safe_close(s->waits_ep);
 		free(s);
 		return r;
 	}
@@ -117,6 +133,7 @@ void supervisor_free(struct supervisor *s)
 	}
 	safe_close(s->waits_pipe[0]);
 	safe_close(s->waits_pipe[1]);
+	safe_close(s->waits_ep);
 	seccomp_notify_free(s->req, s->resp);
 	free(s->path1);
 	free(s->path2);
@@ -578,7 +595,7 @@ static void fifo_cancel(struct fifo_wait *w)
 	(void)pthread_kill(w->thread, FIFO_CANCEL_SIGNAL);
 }
 
-static void fifo_wait_start(struct supervisor *s, uint64_t id, struct broker_resp *br)
+static void fifo_wait_start(struct supervisor *s, uint64_t id, pid_t tid, struct broker_resp *br)
 {
 	struct fifo_wait *w = s->n_waits < MAX_DEFERRED ? calloc(1, sizeof *w) : NULL;
 	if (!w) {
@@ -587,6 +604,20 @@ static void fifo_wait_start(struct supervisor *s, uint64_t id, struct broker_res
 	}
 	*w = (struct fifo_wait){.id = id, .path_fd = TAKE_FD(br->fd), .flags = br->defer_flags,
 				.cloexec = br->cloexec, .done_fd = s->waits_pipe[1]};
+	/* The target thread's pidfd; before 6.9 only a thread-group leader has one. */
+	w->pidfd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
+	if (w->pidfd < 0)
+		w->pidfd = (int)syscall(SYS_pidfd_open, tid, 0);
+	if (w->pidfd >= 0 && epoll_ctl(s->waits_ep, EPOLL_CTL_ADD, w->pidfd,
+				       &(struct epoll_event){.events = EPOLLIN, .data.ptr = w}) < 0)
+		w->pidfd = safe_close(w->pidfd);
+	/* Killed before its pidfd was taken: nobody waits any more. */
+	if (proc_target_still_valid(&(struct notif_ref){s->listener, id}) < 0) {
+		safe_close(w->path_fd);
+		safe_close(w->pidfd);
+		free(w);
+		return;
+	}
 	/* The thread inherits the mask without FIFO_CANCEL_SIGNAL, then unblocks only that one. */
 	sigset_t all, old;
 	sigfillset(&all);
@@ -595,6 +626,7 @@ static void fifo_wait_start(struct supervisor *s, uint64_t id, struct broker_res
 	(void)pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r != 0) {
 		safe_close(w->path_fd);
+		safe_close(w->pidfd);
 		free(w);
 		respond(s, id, 0, -EAGAIN, 0);
 		return;
@@ -604,7 +636,7 @@ static void fifo_wait_start(struct supervisor *s, uint64_t id, struct broker_res
 
 int supervisor_fifo_fd(const struct supervisor *s)
 {
-	return s->n_waits > 0 ? s->waits_pipe[0] : -1;
+	return s->n_waits > 0 ? s->waits_ep : -1;
 }
 
 void supervisor_fifo_check(struct supervisor *s)
@@ -616,6 +648,17 @@ void supervisor_fifo_check(struct supervisor *s)
 
 int supervisor_fifo_done(struct supervisor *s)
 {
+	/* Targets that exited: end their waits now (the pipe then brings the threads back). */
+	struct epoll_event ev[16];
+	int n = epoll_wait(s->waits_ep, ev, (int)ELEMENTSOF(ev), 0);
+	for (int i = 0; i < n; i++) {
+		struct fifo_wait *dead = ev[i].data.ptr;
+		if (!dead)
+			continue;
+		(void)epoll_ctl(s->waits_ep, EPOLL_CTL_DEL, dead->pidfd, NULL);
+		dead->pidfd = safe_close(dead->pidfd);
+		fifo_cancel(dead);
+	}
 	struct fifo_wait *w;
 	while (read(s->waits_pipe[0], &w, sizeof w) == (ssize_t)sizeof w) {
 		(void)pthread_join(w->thread, NULL);
@@ -628,6 +671,7 @@ int supervisor_fifo_done(struct supervisor *s)
 		if (w->result >= 0)
 			close(w->result);
 		safe_close(w->path_fd);
+		safe_close(w->pidfd); /* closing drops it from the epoll set */
 		for (size_t i = 0; i < s->n_waits; i++)
 			if (s->waits[i] == w) {
 				s->waits[i] = s->waits[--s->n_waits];
@@ -700,7 +744,7 @@ static int handle(struct supervisor *s, uint64_t id, pid_t tid, const struct sec
 			broker_undo_creation(s->broker, &br);
 		break;
 	case BROKER_RESP_DEFER:
-		fifo_wait_start(s, id, &br);
+		fifo_wait_start(s, id, tid, &br);
 		break;
 	case BROKER_RESP_ERROR:
 	default:
