@@ -14,9 +14,10 @@
 # fuzz targets.
 
 CC      ?= cc
+# libcrypto: headers only; the store loads libcrypto.so.3 with dlopen when it first hashes.
 PKGS    := libseccomp libcrypto
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lseccomp -lcrypto)
+PKG_LIBS   := $(shell pkg-config --libs libseccomp 2>/dev/null || echo -lseccomp) -ldl
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wformat-security -Wstrict-prototypes \
 	-Wmissing-prototypes -Wmissing-declarations -Wpointer-arith -Wcast-align -Wvla \
@@ -118,7 +119,7 @@ build-aarch64/%.o: %.c
 	$(Q)$(CROSS_AARCH64)gcc $(BASE_CFLAGS) $(REL_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 build-aarch64/brokered: $(SRCS:%.c=build-aarch64/%.o)
-	$(CROSS_AARCH64)gcc $(BASE_LDFLAGS) $(LDFLAGS) -o $@ $^ -lseccomp -lcrypto
+	$(CROSS_AARCH64)gcc $(BASE_LDFLAGS) $(LDFLAGS) -o $@ $^ -lseccomp -ldl
 
 cross-aarch64: build-aarch64/brokered
 

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <dlfcn.h>
 #include <openssl/evp.h>
 
 #include "basic/escape.h"
@@ -262,19 +263,53 @@ static void hex_encode(const unsigned char *d, size_t n, char *out)
  * SHA-256 of fd from offset 0. With a size (from fstat), a short read that reaches it ends the
  * loop without one more read to see the end of the file.
  */
+/*
+ * libcrypto is loaded when the first content hash is needed, not when brokered starts: mapping and
+ * relocating it costs ~4 ms per exec, and most runs of a read-only command, or one that only
+ * creates files, hash nothing. Its functions are typed from the headers.
+ */
+static struct {
+	typeof(EVP_MD_fetch) *md_fetch;
+	typeof(EVP_MD_CTX_new) *ctx_new;
+	typeof(EVP_DigestInit_ex) *init;
+	typeof(EVP_DigestUpdate) *update;
+	typeof(EVP_DigestFinal_ex) *final;
+} crypto;
+
+static int crypto_load(void)
+{
+	static int loaded; /* 0 not yet, 1 done, -errno failed */
+	if (loaded)
+		return loaded < 0 ? loaded : 0;
+	loaded = -ELIBACC;
+	void *h = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+	if (!h)
+		return loaded;
+	if (!(crypto.md_fetch = (typeof(crypto.md_fetch))dlsym(h, "EVP_MD_fetch")) ||
+	    !(crypto.ctx_new = (typeof(crypto.ctx_new))dlsym(h, "EVP_MD_CTX_new")) ||
+	    !(crypto.init = (typeof(crypto.init))dlsym(h, "EVP_DigestInit_ex")) ||
+	    !(crypto.update = (typeof(crypto.update))dlsym(h, "EVP_DigestUpdate")) ||
+	    !(crypto.final = (typeof(crypto.final))dlsym(h, "EVP_DigestFinal_ex")))
+		return loaded;
+	loaded = 1;
+	return 0;
+}
+
 static int store_hash_fd_sized(int fd, uint64_t size, char ret_hex[65])
 {
 	static EVP_MD *sha256;
 	static EVP_MD_CTX *ctx;
-	if (!sha256 && !(sha256 = EVP_MD_fetch(NULL, "SHA256", NULL)))
+	int r = crypto_load();
+	if (r < 0)
+		return r;
+	if (!sha256 && !(sha256 = crypto.md_fetch(NULL, "SHA256", NULL)))
 		return -EIO;
-	if (!ctx && !(ctx = EVP_MD_CTX_new()))
+	if (!ctx && !(ctx = crypto.ctx_new()))
 		return -ENOMEM;
 	_cleanup_free_ unsigned char *buf = malloc(IO_BUF);
 	if (!buf)
 		return -ENOMEM;
-	int r = 0;
-	if (EVP_DigestInit_ex(ctx, sha256, NULL) != 1)
+	if (crypto.init(ctx, sha256, NULL) != 1)
 		r = -EIO;
 	for (off_t off = 0; r >= 0;) {
 		ssize_t k = RETRY_EINTR(pread(fd, buf, IO_BUF, off));
@@ -282,7 +317,7 @@ static int store_hash_fd_sized(int fd, uint64_t size, char ret_hex[65])
 			r = negative_errno();
 		else if (k == 0)
 			break;
-		else if (EVP_DigestUpdate(ctx, buf, (size_t)k) != 1)
+		else if (crypto.update(ctx, buf, (size_t)k) != 1)
 			r = -EIO;
 		off += k;
 		if (k > 0 && k < IO_BUF && size != UINT64_MAX && (uint64_t)off == size)
@@ -290,7 +325,7 @@ static int store_hash_fd_sized(int fd, uint64_t size, char ret_hex[65])
 	}
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned len = 0;
-	if (r >= 0 && (EVP_DigestFinal_ex(ctx, md, &len) != 1 || len != 32))
+	if (r >= 0 && (crypto.final(ctx, md, &len) != 1 || len != 32))
 		r = -EIO;
 	if (r >= 0)
 		hex_encode(md, 32, ret_hex);
