@@ -127,8 +127,9 @@ static ssize_t status_read(pid_t tid, char *buf, size_t n)
 
 static int read_status_field(pid_t tid, const char *key, char *out, size_t outsz)
 {
-	/* The fields we need (Umask, Tgid) are in the first few hundred bytes. */
-	char buf[1024];
+	/* Umask and Tgid are in the first few hundred bytes, CapEff within about 1.5 KiB; the
+	 * kernel formats the whole file for any read size. */
+	char buf[4096];
 	ssize_t n = status_read(tid, buf, sizeof buf - 1);
 	if (n < 0)
 		return (int)n;
@@ -176,4 +177,13 @@ int proc_get_tgid(pid_t tid, pid_t *ret)
 		return r;
 	*ret = t;
 	return 0;
+}
+
+int proc_get_cap_eff(pid_t tid, uint64_t *ret)
+{
+	char v[32];
+	int r = read_status_field(tid, "CapEff", v, sizeof v);
+	if (r < 0)
+		return r;
+	return parse_u64(v, 16, ret);
 }

@@ -24,3 +24,5 @@ int proc_open_dirfd(pid_t tid, int dirfd, int flags);
 int proc_get_umask(pid_t tid, mode_t *ret);
 /* Thread group id of tid. */
 int proc_get_tgid(pid_t tid, pid_t *ret);
+/* The target's effective capability set (bit n: capability n). */
+int proc_get_cap_eff(pid_t tid, uint64_t *ret);
