@@ -28,7 +28,7 @@ EOS
 	local dsc
 	dsc=$(cd "$src" && ls -t -- "${pkg%%=*}"_*.dsc | head -n 1)
 	rm -rf "$dir"
-	dpkg-source --no-check -x "$src/$dsc" "$dir" >/dev/null || return 1
+	dpkg-source --no-check --no-copy -x "$src/$dsc" "$dir" >/dev/null || return 1
 	touch "$dir/.unpacked"
 }
 
