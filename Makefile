@@ -8,6 +8,7 @@
 #   make analyze         clang's static analyzer on all sources (warnings are errors)
 #   make shellcheck      shellcheck -S error on every script
 #   make cross-aarch64   the aarch64 build with Debian's cross compiler (build-aarch64/)
+#   make check-suites    real projects' test suites natively and under brokered (tests/suites/)
 #
 # Sources are picked up by wildcard: src/*.c and src/basic/*.c form the program, src/main.c holds
 # main(); tests/unit/test-*.c are unit tests linked with everything but main; fuzz/fuzz-*.c are
@@ -129,13 +130,24 @@ lint: format-check analyze shellcheck
 check: all san
 	tests/run.sh
 
+# The transparency harness, as root and (from root) as the unprivileged test user; long, not in
+# `make check`. Builds of the suites are cached in BROKERED_SUITES_CACHE.
+SUITES_USER ?= brokered-test
+check-suites: all
+	scripts/deps.sh suites
+	st=0; tests/suites/run.sh || st=1; \
+	if [ "$$(id -u)" -eq 0 ]; then \
+		id $(SUITES_USER) >/dev/null 2>&1 || useradd -r -m -s /bin/bash $(SUITES_USER); \
+		tests/suites/run.sh --as $(SUITES_USER) || st=1; \
+	fi; exit $$st
+
 format-check:
 	clang-format --dry-run -Werror $(SRCS) $(wildcard src/*.h src/basic/*.h) $(UNIT_SRCS) $(FUZZ_SRCS)
 
 clean:
 	rm -rf build build-san build-fuzz build-analyze build-aarch64
 
-.PHONY: all san fuzz check format-check analyze shellcheck cross-aarch64 lint clean unit-bins helpers
+.PHONY: all san fuzz check check-suites format-check analyze shellcheck cross-aarch64 lint clean unit-bins helpers
 .SECONDARY:
 
 -include $(shell find build build-san build-aarch64 -name '*.d' 2>/dev/null)

@@ -2,15 +2,18 @@
 # Install the Debian 12 packages brokered needs and that are missing (root, or a user with sudo).
 #   scripts/deps.sh build   to build
 #   scripts/deps.sh test    to build and run all tests (adds the programs the tests drive)
+#   scripts/deps.sh suites  to build the real test suites of `make check-suites` too
 set -eu
 what=${1:-build}
 build_pkgs=(gcc make pkg-config libseccomp-dev libssl-dev libc6-dev)
 test_pkgs=(clang libclang-rt-14-dev busybox-static python3 perl tmux diffutils attr
-	procps util-linux passwd shellcheck clang-format)
+	procps util-linux passwd shellcheck clang-format libpython3.11-testsuite)
 # the aarch64 cross build the test command checks (libraries of the foreign architecture arm64)
 cross_pkgs=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross libseccomp-dev:arm64 libssl-dev:arm64)
+suites_pkgs=(dpkg-dev zlib1g-dev)
 pkgs=("${build_pkgs[@]}")
 [ "$what" = test ] && pkgs+=("${test_pkgs[@]}" "${cross_pkgs[@]}")
+[ "$what" = suites ] && pkgs+=("${test_pkgs[@]}" "${suites_pkgs[@]}")
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -575,6 +575,16 @@ static mode_t create_mode(const struct broker *b, const struct broker_req *q, bo
 	return setid_strip(b, q->mode & ~um & 07777, dir);
 }
 
+/* The broker's own umask must not apply on top of the target's: clear it around a creating
+ * call that passes the target's mode (the broker's other threads only open FIFOs). */
+#define WITH_UMASK_0(call)                                                                         \
+	({                                                                                         \
+		mode_t _old = umask(0);                                                            \
+		__typeof__(call) _r = (call);                                                      \
+		umask(_old);                                                                       \
+		_r;                                                                                \
+	})
+
 static void proc_fd_path(char *buf, size_t n, int fd)
 {
 	snprintf(buf, n, "/proc/self/fd/%d", fd);
@@ -609,7 +619,8 @@ static int open_tmpfile(struct broker *b, const struct broker_req *q, struct bro
 	_cleanup_close_ int dfd = openat(res->parent_fd, res->name, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return negative_errno();
-	int fd = openat(dfd, ".", (int)(q->flags | O_CLOEXEC | O_NOCTTY), create_mode(b, q, false));
+	int fd = WITH_UMASK_0(
+	    openat(dfd, ".", (int)(q->flags | O_CLOEXEC | O_NOCTTY), create_mode(b, q, false)));
 	if (fd < 0)
 		return negative_errno();
 	resp->kind = BROKER_RESP_FD;
@@ -713,9 +724,10 @@ static int do_open(struct broker *b, const struct broker_req *q, struct broker_r
 			r = before_change_res(b, res, 0, NULL, l);
 			if (r < 0)
 				return r;
-			int fd = openat(res->parent_fd, res->name,
-					(int)(q->flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY),
-					create_mode(b, q, false));
+			int fd = WITH_UMASK_0(openat(
+			    res->parent_fd, res->name,
+			    (int)(q->flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY),
+			    create_mode(b, q, false)));
 			if (fd < 0) {
 				/* Created meanwhile (from outside the sandbox): open the existing file
 				 * again, unless this very call recorded the path as absent; then the
@@ -1141,9 +1153,7 @@ static int do_mkdir(struct broker *b, const struct broker_req *q, struct broker_
 	int r = create_common(b, q, resp, res, l, q->dirfd, q->path);
 	if (r != 0)
 		return r < 0 ? r : 0;
-	mode_t um;
-	target_umask(q, &um);
-	if (mkdirat(res->parent_fd, res->name, q->mode & ~um & 07777) < 0)
+	if (WITH_UMASK_0(mkdirat(res->parent_fd, res->name, create_mode(b, q, true))) < 0)
 		return negative_errno();
 	set_value(resp, 0);
 	return 0;
@@ -1160,7 +1170,8 @@ static int do_mknod(struct broker *b, const struct broker_req *q, struct broker_
 	int r = create_common(b, q, resp, res, l, q->dirfd, q->path);
 	if (r != 0)
 		return r < 0 ? r : 0;
-	if (mknodat(res->parent_fd, res->name, create_mode(b, q, false) | (type ? type : S_IFREG), 0) < 0)
+	if (WITH_UMASK_0(mknodat(res->parent_fd, res->name,
+				 create_mode(b, q, false) | (type ? type : S_IFREG), 0)) < 0)
 		return negative_errno();
 	set_value(resp, 0);
 	return 0;

@@ -385,6 +385,10 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 		   ret->command == IPC_CMD_MODIFY_BACKUP) {
 		if ((r = get_path(v, "path", &ret->path)) < 0)
 			return fail(ret_reason, "path must be an absolute path", r);
+		/* "targetPath" is the reference's name for ModifyBackup's file. */
+		if (r == 0 && ret->command == IPC_CMD_MODIFY_BACKUP &&
+		    (r = get_path(v, "targetPath", &ret->path)) < 0)
+			return fail(ret_reason, "targetPath must be an absolute path", r);
 		if (!ret->path)
 			return fail(ret_reason, "path is required", -EINVAL);
 	}

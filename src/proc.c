@@ -142,8 +142,9 @@ static ssize_t status_read(pid_t tid, const struct notif_ref *nref, char *buf, s
 static int read_status_field(pid_t tid, const struct notif_ref *nref, const char *key, char *out,
 			     size_t outsz)
 {
-	/* The field we need (Umask) is in the first few hundred bytes. */
-	char buf[1024];
+	/* Umask is in the first few hundred bytes, CapEff within about 1.5 KiB; the kernel formats
+	 * the whole file for any read size. */
+	char buf[4096];
 	ssize_t n = status_read(tid, nref, buf, sizeof buf - 1);
 	if (n < 0)
 		return (int)n;
@@ -177,4 +178,13 @@ int proc_get_umask(pid_t tid, const struct notif_ref *n, mode_t *ret)
 		return r;
 	*ret = (mode_t)(m & 0777);
 	return 0;
+}
+
+int proc_get_cap_eff(pid_t tid, const struct notif_ref *n, uint64_t *ret)
+{
+	char v[32];
+	int r = read_status_field(tid, n, "CapEff", v, sizeof v);
+	if (r < 0)
+		return r;
+	return parse_u64(v, 16, ret);
 }

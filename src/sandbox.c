@@ -281,7 +281,7 @@ static int build_rules(scmp_filter_ctx ctx)
 		SCMP_SYS(utimensat),  SCMP_SYS(futimesat),   SCMP_SYS(setxattr),
 		SCMP_SYS(lsetxattr),  SCMP_SYS(fsetxattr),   SCMP_SYS(removexattr),
 		SCMP_SYS(lremovexattr), SCMP_SYS(fremovexattr), __NR_setxattrat,
-		__NR_removexattrat,
+		__NR_removexattrat,   SCMP_SYS(chroot), /* only to "/": see the supervisor */
 	};
 	for (size_t i = 0; i < ELEMENTSOF(notified); i++)
 		if ((r = notify(ctx, notified[i])) < 0)
@@ -295,8 +295,7 @@ static int build_rules(scmp_filter_ctx ctx)
 		if ((r = refuse(ctx, enosys[i], ENOSYS)) < 0)
 			return r;
 	static const int eperm[] = {
-		SCMP_SYS(mount),        SCMP_SYS(umount2),       SCMP_SYS(chroot),
-		SCMP_SYS(pivot_root),   SCMP_SYS(open_by_handle_at), SCMP_SYS(move_mount),
+		SCMP_SYS(mount),        SCMP_SYS(umount2),       SCMP_SYS(pivot_root),   SCMP_SYS(open_by_handle_at), SCMP_SYS(move_mount),
 		SCMP_SYS(fsopen),       SCMP_SYS(fsconfig),      SCMP_SYS(fsmount),
 		SCMP_SYS(fspick),       SCMP_SYS(open_tree),     SCMP_SYS(mount_setattr),
 		__NR_open_tree_attr,    SCMP_SYS(userfaultfd),   SCMP_SYS(acct),

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -167,8 +168,38 @@ static int read_timeval_pair(pid_t tid, uint64_t addr, struct broker_req *q)
 }
 
 /*
- * Decode the notified syscall into a broker request. Returns 0, a -errno for the target, or 1 to let
- * the kernel run it unchanged (a read-only openat2).
+ * chroot(2) is refused, except chroot("/") by a task that may chroot: test suites drop privileges
+ * as root with `chroot --userspec=U / cmd`. The target's root is the real root (it can never
+ * chroot), so that call would change nothing: it is answered with success and never made, which
+ * leaves nothing to race. Magic links are not followed (they would be the supervisor's).
+ * CHROOT_NOOP or -EPERM.
+ */
+#define CHROOT_NOOP 2
+static int decide_chroot(pid_t tid, const char *path)
+{
+	uint64_t caps;
+	if (proc_get_cap_eff(tid, NULL, &caps) < 0 || !(caps & (UINT64_C(1) << CAP_SYS_CHROOT)))
+		return -EPERM;
+	_cleanup_close_ int base = path[0] == '/' ? -1 : proc_open_dirfd(tid, AT_FDCWD, O_PATH);
+	if (path[0] != '/' && base < 0)
+		return -EPERM;
+	struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+			       .resolve = RESOLVE_NO_MAGICLINKS};
+	_cleanup_close_ int fd =
+	    (int)syscall(SYS_openat2, base < 0 ? AT_FDCWD : base, path, &how, sizeof how);
+	struct statx dir, root;
+	if (fd < 0 || statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID, &dir) < 0 ||
+	    statx(AT_FDCWD, "/", 0, STATX_INO | STATX_MNT_ID, &root) < 0 ||
+	    !(dir.stx_mask & root.stx_mask & STATX_MNT_ID))
+		return -EPERM;
+	bool same = dir.stx_ino == root.stx_ino && dir.stx_dev_major == root.stx_dev_major &&
+		    dir.stx_dev_minor == root.stx_dev_minor && dir.stx_mnt_id == root.stx_mnt_id;
+	return same ? CHROOT_NOOP : -EPERM;
+}
+
+/*
+ * Decode the notified syscall into a broker request. Returns 0, a -errno for the target, 1 to let
+ * the kernel run it unchanged (a read-only openat2), or CHROOT_NOOP to answer success.
  */
 static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid, struct broker_req *q)
 {
@@ -544,6 +575,10 @@ static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid,
 		}
 		return 0;
 	}
+	case __NR_chroot:
+		NAME("chroot");
+		PATH1(a[0]);
+		return decide_chroot(tid, q->path);
 	default:
 		return -EPERM; /* the filter notified something we do not know: fail closed */
 	}
@@ -716,6 +751,10 @@ static int handle(struct supervisor *s, uint64_t id, pid_t tid, const struct sec
 	q.notif = &nref;
 	if (r == 1) {
 		respond(s, id, 0, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE);
+		return 0;
+	}
+	if (r == CHROOT_NOOP) {
+		respond(s, id, 0, 0, 0);
 		return 0;
 	}
 	if (r < 0) {

@@ -160,6 +160,16 @@ static void jsons(void)
 	       r.command == IPC_CMD_MODIFY_BACKUP,
 	   "ModifyBackup");
 	ipc_json_req_done(&r);
+	ok(json("{\"command\":\"ModifyBackup\",\"targetPath\":\"/w/f\",\"sessionId\":\"S\"}", &r,
+		&why) == 0 &&
+	       r.command == IPC_CMD_MODIFY_BACKUP && !strcmp(r.path, "/w/f"),
+	   "ModifyBackup takes the reference's targetPath");
+	ipc_json_req_done(&r);
+	ok(json("{\"command\":\"ModifyBackup\",\"targetPath\":\"w/f\",\"sessionId\":\"S\"}", &r,
+		&why) < 0 &&
+	       !strcmp(why, "targetPath must be an absolute path"),
+	   "a relative targetPath is refused");
+	ipc_json_req_done(&r);
 	ok(json("{\"command\":\"CommitModifyBackup\",\"sessionId\":\"S\",\"message\":\"done\"}", &r,
 		&why) == 0 &&
 	       !strcmp(r.message, "done"),
