@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -615,6 +616,12 @@ struct side {
 
 static const struct side side_absent = {.kind = STORE_KIND_ABSENT};
 
+/* A symlink's permission bits mean nothing on Linux: 120000, as git writes it. */
+static uint32_t side_mode(enum store_kind k, uint32_t mode)
+{
+	return k == STORE_KIND_SYMLINK ? S_IFLNK : mode;
+}
+
 /* Counts for --stat, per path. */
 struct stat_line {
 	char *name;
@@ -708,6 +715,9 @@ static int wait_diff(pid_t pid)
 	int status;
 	if (RETRY_EINTR(waitpid(pid, &status, 0)) < 0)
 		return negative_errno();
+	/* The reader went away (`| head`): stop quietly, as git does. */
+	if (WIFSIGNALED(status) && WTERMSIG(status) == SIGPIPE)
+		return -EPIPE;
 	return WIFEXITED(status) && WEXITSTATUS(status) <= 1 ? 0 : -EIO;
 }
 
@@ -977,7 +987,7 @@ static int diff_turn(struct store *s, const struct view *v, const struct turn_vi
 			     pre->hash, pre->hash + 2) < 0)
 			return log_error_errno(ENOMEM, "Out of memory"), 1;
 		struct side a = {.kind = pre->kind,
-				 .mode = pre->mode,
+				 .mode = side_mode(pre->kind, pre->mode),
 				 .uid = pre->uid,
 				 .gid = pre->gid,
 				 .target = pre->target,
@@ -986,12 +996,14 @@ static int diff_turn(struct store *s, const struct view *v, const struct turn_vi
 		struct store_record now;
 		now_record(pre->path, &now, target, sizeof target);
 		struct side b = {.kind = now.kind,
-				 .mode = now.mode,
+				 .mode = side_mode(now.kind, now.mode),
 				 .uid = now.uid,
 				 .gid = now.gid,
 				 .target = now.target,
 				 .file = pre->path};
 		int r = diff_block(view_path(v, pre->path), &a, &b, sl);
+		if (r == -EPIPE)
+			break;
 		if (r < 0)
 			ret = (log_error_errno(r, "Failed to diff \"%s\": %m", pre->path), 1);
 	}

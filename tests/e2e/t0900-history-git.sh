@@ -116,6 +116,34 @@ if command -v git >/dev/null 2>&1; then
 else
 	skip "git apply -R understands the diff" "git not installed"
 fi
+# a symlink made, a symlink replaced by a file: git's modes (120000), a type change in two blocks
+ln -s f.txt lnk2
+brk run -c 'ln -s f.txt newlink; rm lnk2; echo file > lnk2' </dev/null
+is "$(brk diff last)" 'diff --git a/lnk2 b/lnk2
+deleted file mode 120000
+--- a/lnk2
++++ /dev/null
+@@ -1 +0,0 @@
+-f.txt
+\ No newline at end of file
+diff --git a/lnk2 b/lnk2
+new file mode 100644
+--- /dev/null
++++ b/lnk2
+@@ -0,0 +1 @@
++file
+diff --git a/newlink b/newlink
+new file mode 120000
+--- /dev/null
++++ b/newlink
+@@ -0,0 +1 @@
++f.txt
+\ No newline at end of file' "diff: a new symlink and a symlink turned file, as git shows them"
+is "$(brk show --stat last | tail -3)" ' lnk2    | 2 +-
+ newlink | 1 +
+ 2 files changed, 2 insertions(+), 1 deletion(-)' "show --stat: a type change counts once per path"
+brk undo </dev/null >/dev/null 2>&1
+is "$(readlink lnk2)" f.txt "undo: the symlink is back"
 if [ "$(id -u)" -eq 0 ]; then
 	echo x >own
 	brk run -c 'chown 1:2 own' </dev/null
