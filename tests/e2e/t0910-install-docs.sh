@@ -65,10 +65,12 @@ cmds=$("$BROKERED" --help | awk '/^  [a-z]/ { print $1 }' | sort -u)
 [ "$(printf '%s\n' "$cmds" | wc -l)" -ge 10 ]
 ok $? "brokered --help names the subcommands ($(printf '%s' "$cmds" | tr '\n' ' '))"
 missing_man= missing_readme=
+# a subcommand has its own subsection (.SS) in brokered(1), and a usage line in the README
+headings=" $(printf '%s\n' "$man1" | grep -E '^   [^ ]' | tr -s ', \n' '   ') "
+usage=$(printf '\n%s' "$(grep -E '^brokered [a-z]' "$SRC/README.md" | cut -d' ' -f2 | sort -u)")
 for c in $cmds; do
-	# a subcommand has its own subsection (.SS) in brokered(1), and a usage line in the README
-	printf '%s\n' "$man1" | grep -E '^   [^ ]' | grep -qw -- "$c" || missing_man+=" $c"
-	grep -qE "^brokered $c( |\$)" <<<"$readme" || missing_readme+=" $c"
+	[[ $headings == *" $c "* ]] || missing_man+=" $c"
+	[[ $usage$'\n' == *$'\n'"$c"$'\n'* ]] || missing_readme+=" $c"
 done
 is "$missing_man" "" "every subcommand of --help has a subsection in brokered(1)"
 is "$missing_readme" "" "every subcommand of --help has a usage line in the README"
@@ -77,8 +79,8 @@ for c in $cmds; do
 	[ "$c" = sh ] && continue # `brokered sh` has no options of its own: it stands in for sh
 	help=$("$BROKERED" "$c" --help 2>&1 </dev/null)
 	for o in $(printf '%s\n' "$help" | grep -oE -- '(^|[][ (|,])--?[a-zA-Z][a-zA-Z-]*' | tr -d '[]( |,' | sort -u); do
-		printf '%s\n' "$man1" | grep -qF -- "$o" || missing_man+=" $c:$o"
-		case $o in --*) grep -qF -- "$o" <<<"$readme" || missing_readme+=" $c:$o" ;; esac
+		[[ $man1 == *"$o"* ]] || missing_man+=" $c:$o"
+		case $o in --*) [[ $readme == *"$o"* ]] || missing_readme+=" $c:$o" ;; esac
 	done
 done
 is "$missing_man" "" "every option of every COMMAND --help is in brokered(1)"
