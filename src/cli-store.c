@@ -398,34 +398,6 @@ static bool under_any(const char *path, char **prefixes, size_t n)
 
 /* ---- log ---- */
 
-/* --since: an age ("2h", "3d": that long ago) or a local date "YYYY-MM-DD[ HH:MM[:SS]]". */
-static int parse_since(const char *s, int64_t *ret_ns)
-{
-	uint64_t age;
-	if (parse_duration_sec(s, &age) >= 0) {
-		struct timespec now;
-		clock_gettime(CLOCK_REALTIME, &now);
-		if (age > (uint64_t)now.tv_sec)
-			age = (uint64_t)now.tv_sec;
-		*ret_ns = ((int64_t)now.tv_sec - (int64_t)age) * 1000000000;
-		return 0;
-	}
-	static const char *const formats[] = {"%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S",
-					      "%Y-%m-%d %H:%M", "%Y-%m-%d"};
-	for (size_t i = 0; i < ELEMENTSOF(formats); i++) {
-		struct tm tm = {.tm_isdst = -1};
-		const char *end = strptime(s, formats[i], &tm);
-		if (!end || *end)
-			continue;
-		time_t t = mktime(&tm);
-		if (t == (time_t)-1)
-			return -EINVAL;
-		*ret_ns = (int64_t)t * 1000000000;
-		return 0;
-	}
-	return -EINVAL;
-}
-
 /* Does turn id record a path at or below one of paths? */
 static int turn_touches(struct store *s, const char *id, char **paths, size_t n)
 {
@@ -448,7 +420,10 @@ static int log_filter(struct store *s, const struct opts *o, struct store_turn_i
 	uint64_t max = UINT64_MAX;
 	_cleanup_free_ char *path = NULL;
 	int r;
-	if (o->since && parse_since(o->since, &since) < 0)
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (o->since &&
+	    parse_since_ns(o->since, (int64_t)now.tv_sec * 1000000000 + now.tv_nsec, &since) < 0)
 		return log_error("Invalid --since \"%s\" (an age like 2h or 3d, or a date "
 				 "YYYY-MM-DD [HH:MM[:SS]])",
 				 o->since),
