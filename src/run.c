@@ -1005,7 +1005,7 @@ static bool is_ancestor(pid_t pid)
  * are under no_new_privs and a seccomp filter, and the socket in BROKERED_IPC_ADDRESS is served by
  * one of our ancestors (the outer `brokered run` serves its command's socket itself).
  * 1: inside; 0: not (no such environment, or not sandboxed at all: a stale variable); -EPERM: the
- * environment says so, we are sandboxed, but the broker is not ours.
+ * environment says so and we are sandboxed, but the broker is not an ancestor (not believed).
  */
 static int inside_brokered(pid_t *ret_broker)
 {
@@ -1068,17 +1068,17 @@ int run_command(const struct run_options *o)
 	int in = inside_brokered(&broker);
 	if (in > 0)
 		return run_inside_brokered(o, broker);
-	if (in < 0) {
-		log_error(
-		    "BROKERED_IPC_ADDRESS says this is inside a brokered run, but the broker there "
-		    "(pid %d) is not one of this process's ancestors: refusing to run unbrokered.",
-		    (int)broker);
-		log_error("Hint: unset BROKERED_IPC_ADDRESS and BROKERED_SESSION_ID, or start "
-			  "brokered outside the sandbox.");
-		return RUN_EXIT_FAILURE;
-	}
-	if (setup(&c) < 0)
+	/* Not confirmed (a broker that is not an ancestor, or another seccomp sandbox with the
+	 * variables of a `brokered serve`): a run of our own, brokered as usual, is always safe. */
+	if (setup(&c) < 0) {
+		if (in < 0)
+			log_error(
+			    "Hint: BROKERED_IPC_ADDRESS names a broker (pid %d) that is not an "
+			    "ancestor of this process, so this run could not hand its command to "
+			    "it; if this is inside a brokered run, run the command directly.",
+			    (int)broker);
 		goto out;
+	}
 	if (o->rollback && rollback_turn(&c, o->rollback) < 0)
 		goto out;
 	for (int n = 1;; n++) {
