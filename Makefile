@@ -9,6 +9,7 @@
 #   make shellcheck      shellcheck -S error on every script
 #   make cross-aarch64   the aarch64 build with Debian's cross compiler (build-aarch64/)
 #   make check-suites    real projects' test suites natively and under brokered (tests/suites/)
+#   make install         install into $(DESTDIR)$(PREFIX) (default /usr/local); make uninstall
 #
 # Sources are picked up by wildcard: src/*.c and src/basic/*.c form the program, src/main.c holds
 # main(); tests/unit/test-*.c are unit tests linked with everything but main; fuzz/fuzz-*.c are
@@ -125,6 +126,40 @@ build-aarch64/brokered: $(SRCS:%.c=build-aarch64/%.o)
 cross-aarch64: build-aarch64/brokered
 
 lint: format-check analyze shellcheck
+# ---- install ----
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+MANDIR      ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+USERUNITDIR ?= $(PREFIX)/lib/systemd/user
+INSTALL     ?= install
+# The binary to install (the tests install the build they test).
+INSTALL_BIN ?= build/brokered
+
+# Every installed file, relative to $(DESTDIR): uninstall removes exactly these.
+INSTALLED := $(BINDIR)/brokered $(BINDIR)/brokered-sh $(MANDIR)/man1/brokered.1 \
+	$(MANDIR)/man5/brokered-settings.5 $(BASHCOMPDIR)/brokered $(ZSHCOMPDIR)/_brokered \
+	$(FISHCOMPDIR)/brokered.fish $(USERUNITDIR)/brokered-serve@.service
+
+install: $(INSTALL_BIN)
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 \
+		$(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR) \
+		$(DESTDIR)$(USERUNITDIR)
+	$(INSTALL) -m 755 $(INSTALL_BIN) $(DESTDIR)$(BINDIR)/brokered
+	ln -sf brokered $(DESTDIR)$(BINDIR)/brokered-sh
+	$(INSTALL) -m 644 man/brokered.1 $(DESTDIR)$(MANDIR)/man1/brokered.1
+	$(INSTALL) -m 644 man/brokered-settings.5 $(DESTDIR)$(MANDIR)/man5/brokered-settings.5
+	$(INSTALL) -m 644 completions/brokered.bash $(DESTDIR)$(BASHCOMPDIR)/brokered
+	$(INSTALL) -m 644 completions/_brokered $(DESTDIR)$(ZSHCOMPDIR)/_brokered
+	$(INSTALL) -m 644 completions/brokered.fish $(DESTDIR)$(FISHCOMPDIR)/brokered.fish
+	sed 's|@BINDIR@|$(BINDIR)|g' contrib/systemd/brokered-serve@.service.in \
+		>$(DESTDIR)$(USERUNITDIR)/brokered-serve@.service
+	chmod 644 $(DESTDIR)$(USERUNITDIR)/brokered-serve@.service
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
 
 # ---- tests ----
 check: all san
@@ -147,7 +182,7 @@ format-check:
 clean:
 	rm -rf build build-san build-fuzz build-analyze build-aarch64
 
-.PHONY: all san fuzz check check-suites format-check analyze shellcheck cross-aarch64 lint clean unit-bins helpers
+.PHONY: all san fuzz check check-suites format-check analyze shellcheck cross-aarch64 lint clean unit-bins helpers install uninstall
 .SECONDARY:
 
 -include $(shell find build build-san build-aarch64 -name '*.d' 2>/dev/null)

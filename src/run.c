@@ -18,6 +18,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -69,27 +70,43 @@ static int remove_tree_at(int dirfd, const char *name, int depth)
 	return unlinkat(dirfd, name, AT_REMOVEDIR) < 0 ? negative_errno() : 0;
 }
 
-static int make_scratch(char **ret)
+/*
+ * The scratch dir, in the first of $TMPDIR, /tmp, /var/tmp, $XDG_RUNTIME_DIR where one can be
+ * made: another sandbox around brokered (Codex and others wrap commands so) may leave only the
+ * workspace and the state dir writable. Then it goes beside the state dir, in
+ * <state dir>-scratch/ (not inside: the policy keeps the state dir closed to the command).
+ */
+static int make_scratch(const char *state_dir, char **ret)
 {
-	const char *tmp = getenv("TMPDIR");
-	if (!tmp || tmp[0] != '/' || access(tmp, W_OK) != 0)
-		tmp = "/tmp";
-	struct strbuf sb = STRBUF_INIT;
-	strbuf_printf(&sb, "%s/brokered-%d-XXXXXX", tmp, (int)getpid());
-	char *t = strbuf_steal(&sb);
-	if (!t)
+	_cleanup_free_ char *beside = NULL;
+	if (asprintf(&beside, "%s-scratch", state_dir) < 0)
 		return -ENOMEM;
-	if (!mkdtemp(t)) {
-		int r = negative_errno();
-		free(t);
-		return r;
+	const char *candidates[] = {getenv("TMPDIR"), "/tmp", "/var/tmp", getenv("XDG_RUNTIME_DIR"),
+				    beside};
+	int r = -ENOENT;
+	for (size_t i = 0; i < ELEMENTSOF(candidates); i++) {
+		const char *dir = candidates[i];
+		if (!dir || dir[0] != '/')
+			continue;
+		if (dir == beside && mkdir(beside, 0700) < 0 && errno != EEXIST)
+			return negative_errno();
+		_cleanup_free_ char *t = NULL;
+		if (asprintf(&t, "%s/brokered-%d-XXXXXX", dir, (int)getpid()) < 0)
+			return -ENOMEM;
+		if (!mkdtemp(t)) {
+			r = negative_errno();
+			continue;
+		}
+		if (i > 1)
+			log_debug("scratch directory in %s: the ones before it are not writable",
+				  dir);
+		char *real = realpath(t, NULL);
+		if (!real)
+			return negative_errno();
+		*ret = real;
+		return 0;
 	}
-	char *real = realpath(t, NULL);
-	free(t);
-	if (!real)
-		return negative_errno();
-	*ret = real;
-	return 0;
+	return r;
 }
 
 /* ---- passing the listener fd from the child ---- */
@@ -601,7 +618,7 @@ static int setup(struct run_ctx *c)
 	c->msg = o->message ? o->message : c->cmdline;
 
 	phase("state dir and session");
-	if ((r = make_scratch(&c->scratch)) < 0)
+	if ((r = make_scratch(c->state_dir, &c->scratch)) < 0)
 		return log_error_errno(r, "Failed to create the scratch directory: %m");
 	struct policy_error perr = {0};
 	r = policy_new(c->settings, c->workspace, c->scratch, c->home, c->state_dir, &c->policy, &perr);
@@ -949,6 +966,100 @@ static void report_backup_gaps(const struct run_ctx *c, const struct attempt *a)
 		log_warning("  %s", oversize[i]);
 }
 
+/* ---- inside another brokered run ---- */
+
+/* The value of "Key:" in /proc/<pid>/status, as a number; -errno if absent. */
+static int64_t proc_status_field(pid_t pid, const char *key)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return negative_errno();
+	size_t n = strlen(key);
+	int64_t v = -ENOENT;
+	while (fgets(line, sizeof line, f))
+		if (strncmp(line, key, n) == 0 && line[n] == ':') {
+			v = strtoll(line + n + 1, NULL, 10);
+			break;
+		}
+	fclose(f);
+	return v;
+}
+
+/* Is pid one of our ancestors? */
+static bool is_ancestor(pid_t pid)
+{
+	pid_t p = getppid();
+	for (int depth = 0; p > 1 && depth < 4096; depth++) {
+		if (p == pid)
+			return true;
+		int64_t pp = proc_status_field(p, "PPid");
+		if (pp < 0)
+			return false;
+		p = (pid_t)pp;
+	}
+	return false;
+}
+
+/*
+ * Are we a command of a `brokered run` (an agent that is itself sandboxed starts brokered)? Such a
+ * run could not open the store (the outer policy closes the state dir) nor stack a second seccomp
+ * listener, and it need not: every system call of its processes already goes to the outer broker,
+ * which checks it and backs it up into the outer run's turn. Believed only when it is certain: we
+ * are under no_new_privs and a seccomp filter, and the socket in BROKERED_IPC_ADDRESS is served by
+ * one of our ancestors (the outer `brokered run` serves its command's socket itself).
+ * 1: inside; 0: not (no such environment, or not sandboxed at all: a stale variable); -EPERM: the
+ * environment says so and we are sandboxed, but the broker is not an ancestor (not believed).
+ */
+static int inside_brokered(pid_t *ret_broker)
+{
+	const char *addr = getenv("BROKERED_IPC_ADDRESS");
+	*ret_broker = 0;
+	if (!addr || !getenv("BROKERED_SESSION_ID"))
+		return 0;
+	if (proc_status_field(getpid(), "Seccomp") != 2 ||
+	    proc_status_field(getpid(), "NoNewPrivs") != 1)
+		return 0;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (strlen(addr) >= sizeof sa.sun_path)
+		return -EPERM;
+	strcpy(sa.sun_path, addr);
+	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct ucred cred;
+	socklen_t len = sizeof cred;
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return -EPERM;
+	*ret_broker = cred.pid;
+	return cred.pid > 0 && is_ancestor(cred.pid) ? 1 : -EPERM;
+}
+
+/* The command of a run inside a run: executed directly, brokered by the outer broker. */
+static int run_inside_brokered(const struct run_options *o, pid_t broker)
+{
+	const char *outer_only = o->rollback ? "--rollback" : o->n_approve ? "--approve" : NULL;
+	if (o->dangerously_disable_sandbox)
+		outer_only = "--dangerously-disable-sandbox";
+	if (outer_only) {
+		log_error("This brokered run is inside another one (broker pid %d, session %s): %s "
+			  "applies to the outer run only. Run it outside.",
+			  (int)broker, getenv("BROKERED_SESSION_ID"), outer_only);
+		return RUN_EXIT_FAILURE;
+	}
+	log_debug("inside brokered run (broker pid %d, session %s): running the command directly; "
+		  "the outer broker checks and backs up its changes, in the outer turn",
+		  (int)broker, getenv("BROKERED_SESSION_ID"));
+	if (o->tool_call && setenv("BROKERED_TOOL_CALL_ID", o->tool_call, 1) < 0)
+		return log_error_errno(errno, "Failed to set BROKERED_TOOL_CALL_ID: %m"),
+		       RUN_EXIT_FAILURE;
+	fflush(NULL);
+	execvp(o->argv[0], o->argv);
+	int e = errno;
+	log_error_errno(e, "Failed to execute \"%s\": %m", o->argv[0]);
+	return e == ENOENT ? RUN_EXIT_NOT_FOUND : RUN_EXIT_CANNOT_EXEC;
+}
+
 #define MAX_ATTEMPTS 4
 
 int run_command(const struct run_options *o)
@@ -958,8 +1069,21 @@ int run_command(const struct run_options *o)
 	int ret = RUN_EXIT_FAILURE;
 
 	phase("start");
-	if (setup(&c) < 0)
+	pid_t broker;
+	int in = inside_brokered(&broker);
+	if (in > 0)
+		return run_inside_brokered(o, broker);
+	/* Not confirmed (a broker that is not an ancestor, or another seccomp sandbox with the
+	 * variables of a `brokered serve`): a run of our own, brokered as usual, is always safe. */
+	if (setup(&c) < 0) {
+		if (in < 0)
+			log_error(
+			    "Hint: BROKERED_IPC_ADDRESS names a broker (pid %d) that is not an "
+			    "ancestor of this process, so this run could not hand its command to "
+			    "it; if this is inside a brokered run, run the command directly.",
+			    (int)broker);
 		goto out;
+	}
 	if (o->rollback && rollback_turn(&c, o->rollback) < 0)
 		goto out;
 	for (int n = 1;; n++) {

@@ -102,6 +102,9 @@ fi
 stage=$(mktemp -d /tmp/brokered-stage.XXXXXX)
 mkdir -p "$stage/build" "$stage/build-san"
 cp -a tests "$stage/"
+# The source tree too (no builds, no .git): the install, documentation and packaging tests read it.
+mkdir -p "$stage/tree"
+tar -cf - --exclude=./.git --exclude='./build*' --exclude=./bench/out . | tar -C "$stage/tree" -xf -
 for b in build build-san; do
 	[ -x "$b/brokered" ] && cp "$b/brokered" "$stage/$b/" && ln -sf brokered "$stage/$b/brokered-sh"
 	[ -d "$b/helpers" ] && cp -r "$b/helpers" "$stage/$b/"
@@ -154,11 +157,13 @@ for build in build build-san; do
 			continue
 		fi
 		start_job "$build/$name (uid $(id -u))" "$log_dir/$build-$name-root.log" \
-			env "${san_env[@]}" BROKERED="$bin" HELPERS="$stage/$build/helpers" bash "$stage/tests/e2e/$name.sh"
+			env "${san_env[@]}" BROKERED="$bin" HELPERS="$stage/$build/helpers" BROKERED_SRC="$stage/tree" \
+			bash "$stage/tests/e2e/$name.sh"
 		if [ -n "$as_user" ] && [ "$build" = build ]; then
 			start_job "$build/$name ($as_user)" "$log_dir/$build-$name-user.log" \
 				runuser -u "$as_user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$(getent passwd "$as_user" | cut -d: -f6)" \
 				CI="${CI:-}" LANG=C.UTF-8 "${san_env[@]}" BROKERED="$bin" HELPERS="$stage/build/helpers" \
+				BROKERED_SRC="$stage/tree" \
 				bash "$stage/tests/e2e/$name.sh"
 		fi
 	done

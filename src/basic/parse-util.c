@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int parse_u64(const char *s, int base, uint64_t *ret)
 {
@@ -102,4 +103,28 @@ int parse_duration_sec(const char *s, uint64_t *ret)
 		return -ERANGE;
 	*ret = v * mult;
 	return 0;
+}
+
+int parse_since_ns(const char *s, int64_t now_ns, int64_t *ret)
+{
+	uint64_t age;
+	if (parse_duration_sec(s, &age) >= 0) {
+		int64_t now = now_ns > 0 ? now_ns / 1000000000 : 0;
+		*ret = (age >= (uint64_t)now ? 0 : now - (int64_t)age) * 1000000000;
+		return 0;
+	}
+	static const char *const formats[] = {"%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S",
+					      "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M", "%Y-%m-%d"};
+	for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+		struct tm tm = {.tm_isdst = -1};
+		const char *end = strptime(s, formats[i], &tm);
+		if (!end || *end)
+			continue;
+		time_t t = mktime(&tm);
+		if (t == (time_t)-1 || t < 0 || t > INT64_MAX / 1000000000)
+			return -ERANGE;
+		*ret = (int64_t)t * 1000000000;
+		return 0;
+	}
+	return -EINVAL;
 }

@@ -30,7 +30,7 @@ big=d[sys.argv[1]+"/big"]; small=d[sys.argv[1]+"/small"]
 assert big["backedUp"] is False, big
 assert small["backedUp"] is True, small' "$WSP"
 ok $? "show --json: big marked not backed up, small backed up"
-brk show last | grep -F "$WSP/big" | grep -qi "not backed up"
+brk show --absolute last | grep -F "$WSP/big" | grep -qi "not backed up"
 ok $? "show: the line of big says not backed up"
 brk undo --force </dev/null >/dev/null 2>&1
 is "$(cat small)" small "undo still restores the files that were backed up"
