@@ -27,7 +27,7 @@
 
 struct opts {
 	const char *session, *workspace, *message, *turn, *older_than, *max_size;
-	bool json, force, dry_run;
+	bool json, force, dry_run, commit_open;
 };
 
 enum {
@@ -39,6 +39,7 @@ enum {
 	OPT_TURN,
 	OPT_OLDER,
 	OPT_MAX_SIZE,
+	OPT_COMMIT_OPEN,
 };
 
 static const struct option long_options[] = {
@@ -50,6 +51,7 @@ static const struct option long_options[] = {
 	{"turn", required_argument, NULL, OPT_TURN},
 	{"older-than", required_argument, NULL, OPT_OLDER},
 	{"max-size-mb", required_argument, NULL, OPT_MAX_SIZE},
+	{"commit-open", no_argument, NULL, OPT_COMMIT_OPEN},
 	{"message", required_argument, NULL, 'm'},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
@@ -57,7 +59,7 @@ static const struct option long_options[] = {
 
 static const char store_usage[] =
 	"Usage:\n"
-	"  brokered turn begin [--session ID] [--max-size-mb N] [-m MSG]\n"
+	"  brokered turn begin [--session ID] [--max-size-mb N] [--commit-open] [-m MSG]\n"
 	"  brokered turn commit [--session ID] [--turn ID] -m MSG\n"
 	"  brokered log [--session ID] [--json]\n"
 	"  brokered show TURN [--json]\n"
@@ -104,6 +106,9 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *ret_ind)
 			break;
 		case OPT_MAX_SIZE:
 			o->max_size = optarg;
+			break;
+		case OPT_COMMIT_OPEN:
+			o->commit_open = true;
 			break;
 		case 'm':
 			o->message = optarg;
@@ -243,13 +248,22 @@ static int turn_begin(struct store *s, const struct opts *o)
 	struct store_options so = {.enabled = true,
 				   .max_size_bytes = store_clamp_max_size_mb(mb, o->max_size),
 				   .sync = true};
-	_cleanup_free_ char *id = NULL;
-	int r = store_turn_begin_explicit(s, &so, o->message ? o->message : "", &id);
+	_cleanup_free_ char *id = NULL, *committed = NULL;
+	const char *msg = o->message ? o->message : "";
+	int r = o->commit_open ? store_turn_begin_after_open(s, &so, msg, &id, &committed)
+			       : store_turn_begin_explicit(s, &so, msg, &id);
+	if (r == -EBUSY && o->commit_open)
+		return log_error("A command still runs in the open turn %s", id), 1;
 	if (r == -EBUSY)
 		return log_error("A turn is already open in this session: %s", id), 1;
 	if (r < 0)
 		return log_error_errno(r, "Failed to begin a turn: %m"), 1;
 	puts(id);
+	/* --commit-open: the turn an interrupted agent left open, now committed. */
+	if (committed) {
+		log_warning("turn %s was left open (an interrupted agent?): committed it", committed);
+		printf("committed-interrupted %s\n", committed);
+	}
 	return 0;
 }
 
