@@ -33,6 +33,9 @@ static void usage(FILE *f)
 	    "broker)\n"
 	    "  trash list | restore | empty       the freedesktop.org trash\n"
 	    "  mcp [--workspace DIR]              MCP server on stdio (tools run, log, undo, ...)\n"
+	    "  integrate claude|codex|gemini      install the agent's hooks (--user, --uninstall, "
+	    "--check)\n"
+	    "  hook AGENT EVENT                   an agent's hook handler (payload on stdin)\n"
 	    "\n"
 	    "Run `brokered COMMAND --help` for a command's options.\n",
 	    f);
@@ -58,7 +61,8 @@ int main(int argc, char **argv)
 	    {"turn", cli_turn},	  {"log", cli_log},	    {"show", cli_show},
 	    {"diff", cli_diff},	  {"restore", cli_restore}, {"undo", cli_undo},
 	    {"gc", cli_gc},	  {"serve", cli_serve},	    {"client", cli_client},
-	    {"trash", cli_trash}, {"mcp", cli_mcp},
+	    {"trash", cli_trash}, {"mcp", cli_mcp},	    {"integrate", cli_integrate},
+	    {"hook", cli_hook},
 	};
 	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
 		if (strcmp(cmd, cmds[i].name) == 0)

@@ -724,52 +724,6 @@ static void append_turn_paths(const struct mcp_server *m, struct strbuf *sb, con
 	child_result_done(&c);
 }
 
-/* Copy a member of a parsed report as JSON (strings, integers, booleans, arrays of them). */
-static void append_value(struct strbuf *sb, const struct json_value *v)
-{
-	int64_t i;
-	bool b;
-	size_t len;
-	const char *s;
-	switch (json_type(v)) {
-	case JSON_STRING:
-		s = json_get_string(v, &len);
-		json_append_string(sb, s, len);
-		return;
-	case JSON_INT:
-		json_get_int64(v, &i);
-		strbuf_printf(sb, "%" PRId64, i);
-		return;
-	case JSON_BOOL:
-		json_get_bool(v, &b);
-		strbuf_appends(sb, b ? "true" : "false");
-		return;
-	case JSON_ARRAY:
-		strbuf_appendc(sb, '[');
-		for (size_t k = 0; k < json_array_len(v); k++) {
-			if (k)
-				strbuf_appendc(sb, ',');
-			append_value(sb, json_array_get(v, k));
-		}
-		strbuf_appendc(sb, ']');
-		return;
-	case JSON_OBJECT:
-		strbuf_appendc(sb, '{');
-		for (size_t k = 0; k < json_object_len(v); k++) {
-			const char *key;
-			const struct json_value *e = json_object_member(v, k, &key, NULL);
-			json_key(sb, key);
-			append_value(sb, e);
-		}
-		strbuf_appendc(sb, '}');
-		return;
-	case JSON_DOUBLE:
-	case JSON_NULL:
-		break;
-	}
-	strbuf_appends(sb, "null");
-}
-
 static void append_output(struct strbuf *sb, const char *key, const struct capture *c,
 			  size_t drop_tail)
 {
@@ -831,13 +785,13 @@ static int tool_run(const struct mcp_server *m, const struct mcp_args *args, str
 	json_key(&st, "approvalNeeded");
 	const struct json_value *ap = json_object_get(rep, "approvalNeeded");
 	if (ap)
-		append_value(&st, ap);
+		json_append_value(&st, ap, 0, 0);
 	else
 		strbuf_appends(&st, "[]");
 	json_key(&st, "notBackedUp");
 	const struct json_value *nb = json_object_get(rep, "notBackedUp");
 	if (nb)
-		append_value(&st, nb);
+		json_append_value(&st, nb, 0, 0);
 	else
 		strbuf_appends(&st, "[]");
 	strbuf_appendc(&st, '}');
@@ -870,10 +824,10 @@ static int tool_store_json(const struct mcp_server *m, const struct mcp_args *ar
 		struct strbuf st = STRBUF_INIT;
 		if (t == MCP_TOOL_LOG) {
 			strbuf_appends(&st, "{\"turns\":");
-			append_value(&st, v);
+			json_append_value(&st, v, 0, 0);
 			strbuf_appendc(&st, '}');
 		} else {
-			append_value(&st, v);
+			json_append_value(&st, v, 0, 0);
 		}
 		r = st.oom ? -ENOMEM : mcp_format_tool_result(res, st.buf, false);
 		strbuf_free(&st);
@@ -926,7 +880,7 @@ static int tool_undo_restore(const struct mcp_server *m, const struct mcp_args *
 		r = mcp_format_tool_error(res, err_text(&c, "failed"));
 	} else {
 		struct strbuf st = STRBUF_INIT;
-		append_value(&st, v);
+		json_append_value(&st, v, 0, 0);
 		/* Paths that could not be put back are named on stderr: pass them on. */
 		if (st.len && c.err.head.len) {
 			st.len--;

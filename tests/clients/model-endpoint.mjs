@@ -1,0 +1,72 @@
+// A scripted model endpoint on 127.0.0.1 for driving a real agent CLI offline (Anthropic Messages
+// API, streamed as Server-Sent Events). Each main-loop request is answered from a script of tool
+// calls, chosen by how many tool results the conversation already holds; requests without tools
+// (titles, summaries) get a short text. Prints "PORT <n>" when listening, logs requests to
+// $MODEL_LOG (one JSON line each).
+//
+//   node model-endpoint.mjs SCRIPT.json
+//   SCRIPT.json: [{"name": "Bash", "input": {"command": "rm -rf src"}}, {"name": "Write", ...}]
+import http from 'node:http';
+import fs from 'node:fs';
+
+const script = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+const logFile = process.env.MODEL_LOG;
+
+function sse(res, events) {
+  res.writeHead(200, {'content-type': 'text/event-stream', 'cache-control': 'no-cache'});
+  for (const [type, data] of events)
+    res.write(`event: ${type}\ndata: ${JSON.stringify({type, ...data})}\n\n`);
+  res.end();
+}
+
+function message(id, blocks, stopReason) {
+  const ev = [['message_start', {message: {id, type: 'message', role: 'assistant',
+    model: 'scripted', content: [], stop_reason: null, stop_sequence: null,
+    usage: {input_tokens: 1, output_tokens: 1}}}]];
+  blocks.forEach((b, index) => {
+    if (b.type === 'text') {
+      ev.push(['content_block_start', {index, content_block: {type: 'text', text: ''}}]);
+      ev.push(['content_block_delta', {index, delta: {type: 'text_delta', text: b.text}}]);
+    } else {
+      ev.push(['content_block_start', {index, content_block: {type: 'tool_use', id: b.id,
+        name: b.name, input: {}}}]);
+      ev.push(['content_block_delta', {index, delta: {type: 'input_json_delta',
+        partial_json: JSON.stringify(b.input)}}]);
+    }
+    ev.push(['content_block_stop', {index}]);
+  });
+  ev.push(['message_delta', {delta: {stop_reason: stopReason, stop_sequence: null},
+    usage: {output_tokens: 1}}]);
+  ev.push(['message_stop', {}]);
+  return ev;
+}
+
+let n = 0;
+const server = http.createServer((req, res) => {
+  let body = '';
+  req.on('data', (c) => { body += c; });
+  req.on('end', () => {
+    n++;
+    let q = {};
+    try { q = JSON.parse(body || '{}'); } catch { /* not JSON: answered with text */ }
+    const tools = (q.tools || []).map((t) => t.name);
+    const results = (q.messages || []).flatMap((m) => Array.isArray(m.content) ? m.content : [])
+      .filter((c) => c.type === 'tool_result');
+    if (logFile)
+      fs.appendFileSync(logFile, JSON.stringify({url: req.url, tools, results: results.length,
+        errors: results.filter((r) => r.is_error).map((r) => r.content)}) + '\n');
+    if (!req.url.startsWith('/v1/messages') || req.url.startsWith('/v1/messages/count_tokens')) {
+      res.writeHead(200, {'content-type': 'application/json'});
+      res.end(JSON.stringify({input_tokens: 1}));
+      return;
+    }
+    const step = script[results.length];
+    if (tools.length && step)
+      sse(res, message(`msg_${n}`, [{type: 'tool_use', id: `toolu_${n}`, ...step}], 'tool_use'));
+    else
+      sse(res, message(`msg_${n}`, [{type: 'text', text: 'Done.'}], 'end_turn'));
+  });
+});
+server.listen(0, '127.0.0.1', () => {
+  process.stdout.write(`PORT ${server.address().port}\n`);
+});
