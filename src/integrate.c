@@ -32,6 +32,7 @@
 #include "basic/utf8.h"
 #include "broker.h"
 #include "cli.h"
+#include "integrate.h"
 #include "log.h"
 #include "session.h"
 #include "settings.h"
@@ -155,6 +156,8 @@ static bool is_our_command(const char *cmd, const struct agent *a)
 }
 
 /* ---- integrate: the settings file ---- */
+
+#define SETTINGS_MAX (4 * 1024 * 1024)
 
 struct merge {
 	const struct agent *a;
@@ -435,6 +438,42 @@ static int merge_settings(struct merge *m, const struct json_value *root, struct
 	return sb->oom ? -ENOMEM : 0;
 }
 
+int integrate_merge(const char *agent, const char *self, bool install, const char *buf, size_t n,
+		    struct strbuf *out, struct integrate_result *ret, char **ret_error)
+{
+	const struct agent *a = agent_find(agent);
+	*ret_error = NULL;
+	if (!a)
+		return -EINVAL;
+	_cleanup_json_ struct json_value *root = NULL;
+	struct json_limits lim = {.max_depth = JSON_DEPTH_MAX, .max_size = SETTINGS_MAX};
+	struct json_error jerr = {0};
+	const char *reason = NULL;
+	int r;
+	size_t blank = 0;
+	while (blank < n && strchr(" \t\r\n", buf[blank]) && buf[blank])
+		blank++;
+	if (blank == n)
+		r = json_parse("{}", 2, NULL, &root, NULL);
+	else
+		r = json_parse(buf, n, &lim, &root, &jerr);
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0)
+		return asprintf(ret_error, "%u:%u: %s", jerr.line, jerr.column,
+				jerr.reason ? jerr.reason : "does not parse") < 0
+			   ? -ENOMEM
+			   : -EINVAL;
+	if (check_shape(a, root, &reason) < 0)
+		return asprintf(ret_error, " %s", reason) < 0 ? -ENOMEM : -EINVAL;
+	struct merge m = {.a = a, .self = self, .install = install};
+	if ((r = merge_settings(&m, root, out)) < 0)
+		return r;
+	*ret = (struct integrate_result){
+	    .found = m.found, .ours = m.ours, .n_entries = ELEMENTSOF(a->entries)};
+	return 0;
+}
+
 /* Read all of fd, at most max bytes (-EFBIG beyond). *ret is NUL-terminated. */
 static int read_fd(int fd, size_t max, char **ret, size_t *ret_n)
 {
@@ -532,8 +571,6 @@ static const char integrate_usage[] =
     "The file changed is first copied to FILE.brokered-backup-TIME.\n"
     "Exit status: 0 done, 1 failed (the file is left as it was), 2 usage error.\n";
 
-#define SETTINGS_MAX (4 * 1024 * 1024)
-
 int cli_integrate(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -599,24 +636,15 @@ int cli_integrate(int argc, char **argv)
 	bool exists = r >= 0;
 	if (r < 0 && r != -ENOENT)
 		return log_error_errno(r, "Failed to read %s: %m", file), 1;
-	_cleanup_json_ struct json_value *root = NULL;
-	const char *reason = NULL;
-	bool empty = !exists || strspn(old, " \t\r\n") == old_n;
-	struct json_limits lim = {.max_depth = JSON_DEPTH_MAX, .max_size = SETTINGS_MAX};
-	struct json_error jerr = {0};
-	if (!empty && json_parse(old, old_n, &lim, &root, &jerr) < 0)
-		return log_error("%s:%u:%u: %s; the file is left as it is", file, jerr.line,
-				 jerr.column, jerr.reason ? jerr.reason : "does not parse"),
-		       1;
-	if (empty && json_parse("{}", 2, NULL, &root, NULL) < 0)
-		return log_error_errno(ENOMEM, "Out of memory"), 1;
-	if (check_shape(a, root, &reason) < 0)
-		return log_error("%s: %s; the file is left as it is", file, reason), 1;
-
-	struct merge m = {.a = a, .self = self, .install = !uninstall};
+	struct integrate_result m;
+	_cleanup_free_ char *err = NULL;
 	_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
-	if (merge_settings(&m, root, &out) < 0)
-		return log_error_errno(ENOMEM, "Out of memory"), 1;
+	r = integrate_merge(a->name, self, !uninstall, exists ? old : "", old_n, &out, &m, &err);
+	if (r == -ENOMEM)
+		return log_error_errno(r, "Out of memory"), 1;
+	if (r < 0)
+		return log_error("%s:%s; the file is left as it is", file, err ? err : " invalid"),
+		       1;
 	unsigned all = (1u << ELEMENTSOF(a->entries)) - 1;
 	if (check) {
 		for (size_t k = 0; k < ELEMENTSOF(a->entries); k++)

@@ -5,8 +5,9 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-
 
 int json_append_string(struct strbuf *sb, const char *s, size_t n)
 {
@@ -107,9 +108,21 @@ static int append_value_at(struct strbuf *sb, const struct json_value *v, unsign
 	case JSON_INT:
 		json_get_int64(v, &i);
 		return strbuf_printf(sb, "%" PRId64, i);
-	case JSON_DOUBLE:
+	case JSON_DOUBLE: {
+		/* The shortest form that reads back as the same double (0.1, not
+		 * 0.10000000000000001). */
+		char buf[64];
 		json_get_double(v, &d);
-		return strbuf_printf(sb, "%.17g", d);
+		for (int prec = 1; prec <= 17; prec++) {
+			snprintf(buf, sizeof buf, "%.*g", prec, d);
+			if (strtod(buf, NULL) == d)
+				break;
+		}
+		/* A double that prints as an integer stays a number with a fraction or exponent. */
+		if (!strpbrk(buf, ".eEn"))
+			strcat(buf, ".0");
+		return strbuf_appends(sb, buf);
+	}
 	case JSON_STRING:
 		s = json_get_string(v, &len);
 		return json_append_string(sb, s, len);
