@@ -34,6 +34,7 @@
 #include "cli.h"
 #include "integrate.h"
 #include "log.h"
+#include "policy.h"
 #include "session.h"
 #include "settings.h"
 #include "store.h"
@@ -937,18 +938,69 @@ static int patch_paths(const char *patch, char ***ret, size_t *ret_n)
 	return 0;
 }
 
+static int modify_backup(struct hook_ctx *h, const char *path)
+{
+	struct broker_ipc_ctx c = {.pid = getppid(), .tool_call = h->a->name};
+	struct broker_host_op op = {.kind = BROKER_HOST_MODIFY_BACKUP, .path = path};
+	struct broker_ipc_result res;
+	broker_ipc_host_op(h->s->broker, &c, &op, &res);
+	int r = res.error;
+	broker_ipc_result_done(&res);
+	return r;
+}
+
+/*
+ * A new file in directories that do not exist yet (Write creates them): the policy must allow the
+ * file itself, and the absence of the topmost missing directory is recorded, so that undo removes
+ * all of it.
+ */
+static int backup_missing_parent(struct hook_ctx *h, const char *path)
+{
+	_cleanup_strbuf_ struct strbuf norm = STRBUF_INIT, real = STRBUF_INIT;
+	int r = path_normalise(path, &norm);
+	if (r < 0)
+		return r;
+	/* The nearest ancestor that exists, by its real path, and the first name below it. */
+	_cleanup_free_ char *top = strdup(norm.buf);
+	if (!top)
+		return -ENOMEM;
+	char *slash;
+	_cleanup_free_ char *anc = NULL;
+	const char *rest = NULL;
+	while ((slash = strrchr(top, '/'))) {
+		*slash = '\0';
+		anc = realpath(*top ? top : "/", NULL);
+		if (anc) {
+			rest = norm.buf + (slash - top) + 1;
+			break;
+		}
+		if (errno != ENOENT)
+			return negative_errno();
+	}
+	if (!anc || !rest)
+		return -ENOENT;
+	if ((r = path_join(anc, rest, &real)) < 0)
+		return r;
+	const char *why = NULL;
+	if (policy_check(h->s->policy, real.buf, POLICY_ACCESS_WRITE, &why) != POLICY_ALLOW)
+		return -EACCES;
+	_cleanup_strbuf_ struct strbuf first = STRBUF_INIT;
+	size_t n = strcspn(rest, "/");
+	_cleanup_free_ char *name = strndup(rest, n);
+	if (!name || (r = path_join(anc, name, &first)) < 0)
+		return r < 0 ? r : -ENOMEM;
+	return modify_backup(h, first.buf);
+}
+
 static int backup_one(struct hook_ctx *h, const char *arg)
 {
 	_cleanup_strbuf_ struct strbuf abs = STRBUF_INIT;
 	int r = path_join(h->cwd, arg, &abs);
 	if (r < 0)
 		return r;
-	struct broker_ipc_ctx c = {.pid = getppid(), .tool_call = h->a->name};
-	struct broker_host_op op = {.kind = BROKER_HOST_MODIFY_BACKUP, .path = abs.buf};
-	struct broker_ipc_result res;
-	broker_ipc_host_op(h->s->broker, &c, &op, &res);
-	r = res.error;
-	broker_ipc_result_done(&res);
+	r = modify_backup(h, abs.buf);
+	if (r == -ENOENT)
+		r = backup_missing_parent(h, abs.buf);
 	if (r == -EACCES)
 		fprintf(stderr, "brokered: %s is not writable under brokered's policy\n", abs.buf);
 	else if (r < 0)
