@@ -6,9 +6,12 @@ set -eu
 what=${1:-build}
 build_pkgs=(gcc make pkg-config libseccomp-dev libssl-dev libc6-dev)
 test_pkgs=(clang libclang-rt-14-dev busybox-static python3 perl tmux diffutils attr
-	procps util-linux passwd)
+	procps util-linux passwd nodejs)
 pkgs=("${build_pkgs[@]}")
 [ "$what" = test ] && pkgs+=("${test_pkgs[@]}")
+# npm (the agent tests install their JavaScript clients with it): Debian's package, unless an npm
+# is there already (a nodejs from elsewhere that bundles npm conflicts with Debian's).
+[ "$what" = test ] && ! command -v npm >/dev/null 2>&1 && pkgs+=(npm)
 
 missing=()
 for p in "${pkgs[@]}"; do
