@@ -261,7 +261,8 @@ static int turn_begin(struct store *s, const struct opts *o)
 	puts(id);
 	/* --commit-open: the turn an interrupted agent left open, now committed. */
 	if (committed) {
-		log_warning("turn %s was left open (an interrupted agent?): committed it", committed);
+		log_warning("turn %s was left open (an interrupted agent?): committed it",
+			    committed);
 		printf("committed-interrupted %s\n", committed);
 	}
 	return 0;

@@ -928,8 +928,8 @@ int store_turn_begin_explicit(struct store *s, const struct store_options *o, co
 	return r;
 }
 
-int store_turn_begin_after_open(struct store *s, const struct store_options *o,
-				const char *message, char **ret_id, char **ret_committed)
+int store_turn_begin_after_open(struct store *s, const struct store_options *o, const char *message,
+				char **ret_id, char **ret_committed)
 {
 	*ret_committed = NULL;
 	char *open_id = NULL;
@@ -946,8 +946,9 @@ int store_turn_begin_after_open(struct store *s, const struct store_options *o,
 		return r;
 	}
 	struct strbuf msg = STRBUF_INIT;
-	r = info.running ? -EBUSY /* a command still runs in it: not left behind */
-			 : strbuf_printf(&msg, "%s (interrupted)", info.message ? info.message : "");
+	r = info.running
+		? -EBUSY /* a command still runs in it: not left behind */
+		: strbuf_printf(&msg, "%s (interrupted)", info.message ? info.message : "");
 	free(info.id);
 	free(info.message);
 	if (r == -EBUSY) {

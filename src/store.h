@@ -205,8 +205,8 @@ int store_turn_begin_explicit(struct store *s, const struct store_options *o, co
  * in *ret_committed (malloc'd; NULL if there was none), then the new turn begins. -EBUSY (and the
  * open turn's id in *ret_id) if a command still runs in the open turn: it is not left behind.
  */
-int store_turn_begin_after_open(struct store *s, const struct store_options *o,
-				const char *message, char **ret_id, char **ret_committed);
+int store_turn_begin_after_open(struct store *s, const struct store_options *o, const char *message,
+				char **ret_id, char **ret_committed);
 /* The explicitly begun open turn, or -ENOENT. */
 int store_current_turn(struct store *s, char **ret_id);
 /* Commit a turn by id (NULL: the explicit one); an interrupted turn can be committed too. */
