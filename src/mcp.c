@@ -737,6 +737,14 @@ static void append_output(struct strbuf *sb, const char *key, const struct captu
 	json_kv_bool(sb, k, c->total > c->max);
 }
 
+/* The tool result: structuredContent st (freed here), also as text. */
+static int answer(struct strbuf *res, struct strbuf *st, bool is_error)
+{
+	int r = st->oom ? -ENOMEM : mcp_format_tool_result(res, st->buf, is_error);
+	strbuf_free(st);
+	return r;
+}
+
 static int tool_run(const struct mcp_server *m, const struct mcp_args *args, struct strbuf *res)
 {
 	struct argv_b a;
@@ -797,8 +805,7 @@ static int tool_run(const struct mcp_server *m, const struct mcp_args *args, str
 	strbuf_appendc(&st, '}');
 	/* A tool error when brokered could not run the command (no report) or it ran too long. */
 	bool failed = !rep || c.timed_out;
-	r = st.oom ? -ENOMEM : mcp_format_tool_result(res, st.buf, failed);
-	strbuf_free(&st);
+	r = answer(res, &st, failed);
 	child_result_done(&c);
 	return r;
 }
@@ -829,8 +836,7 @@ static int tool_store_json(const struct mcp_server *m, const struct mcp_args *ar
 		} else {
 			json_append_value(&st, v, 0, 0);
 		}
-		r = st.oom ? -ENOMEM : mcp_format_tool_result(res, st.buf, false);
-		strbuf_free(&st);
+		r = answer(res, &st, false);
 	}
 	child_result_done(&c);
 	return r;
@@ -854,8 +860,7 @@ static int tool_diff(const struct mcp_server *m, const struct mcp_args *args, st
 		json_kv_str(&st, "turn", args->turn);
 		append_output(&st, "diff", &c.out, 0);
 		strbuf_appendc(&st, '}');
-		r = st.oom ? -ENOMEM : mcp_format_tool_result(res, st.buf, false);
-		strbuf_free(&st);
+		r = answer(res, &st, false);
 	}
 	child_result_done(&c);
 	return r;
@@ -888,8 +893,7 @@ static int tool_undo_restore(const struct mcp_server *m, const struct mcp_args *
 			json_append_string(&st, c.err.head.buf, c.err.head.len);
 			strbuf_appendc(&st, '}');
 		}
-		r = st.oom ? -ENOMEM : mcp_format_tool_result(res, st.buf, c.status != 0);
-		strbuf_free(&st);
+		r = answer(res, &st, c.status != 0);
 	}
 	child_result_done(&c);
 	return r;
@@ -909,8 +913,11 @@ static int tool_turn(const struct mcp_server *m, const struct mcp_args *args, en
 	}
 	struct child_result c = {.out.max = OUT_MAX, .err.max = OUT_MAX};
 	int r = spawn_child(m, a.v, STORE_TIMEOUT_S, &c);
-	if (r < 0 || c.status != 0)
-		return child_result_done(&c), mcp_format_tool_error(res, err_text(&c, "failed"));
+	if (r < 0 || c.status != 0) {
+		r = mcp_format_tool_error(res, err_text(&c, "failed"));
+		child_result_done(&c);
+		return r;
+	}
 	/* stdout: the turn id; after it, with --commit-open, "committed-interrupted ID" when a turn
 	 * an interrupted agent left open was committed first. */
 	struct strbuf st = STRBUF_INIT;
@@ -926,8 +933,7 @@ static int tool_turn(const struct mcp_server *m, const struct mcp_args *args, en
 		json_append_string(&st, prev, strcspn(prev, "\n"));
 	}
 	strbuf_appendc(&st, '}');
-	r = st.oom ? -ENOMEM : mcp_format_tool_result(res, st.buf, false);
-	strbuf_free(&st);
+	r = answer(res, &st, false);
 	child_result_done(&c);
 	return r;
 }

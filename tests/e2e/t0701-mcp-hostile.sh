@@ -34,6 +34,7 @@ L.append(b'{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"diff
          b"[" + b",".join([b'"p"'] * 2000) + b"]}}}")
 L.append(b'{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"run","arguments":{"command":"true","timeout_s":1.5}}}')
 L.append(b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}')
+L.append(b'{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"turn_commit","arguments":{"message":"m"}}}')
 L.append(b'{"jsonrpc":"2.0","id":"last","method":"ping"}')
 open(sys.argv[1], "wb").write(b"\n".join(L))  # the last line has no newline
 PYEOF
@@ -52,7 +53,7 @@ print(eval(sys.argv[2]))' "$TEST_DIR/out" "$1" 2>&1)
 }
 
 check 'all(a.get("jsonrpc") == "2.0" for a in A)' "stdout holds nothing but JSON-RPC answers (each line parses)"
-check 'len(A) == 21' "one answer per message except the notification and the blank line ($(grep -c '' "$TEST_DIR/out") lines)"
+check 'len(A) == 22' "one answer per message except the notification and the blank line ($(grep -c '' "$TEST_DIR/out") lines)"
 check 'E(0) == (None, -32700)' "garbage: parse error, id null"
 check 'E(1) == (None, -32600)' "empty batch: invalid request"
 check 'E(2) == (None, -32600)' "a batch: invalid request (batches are not part of MCP)"
@@ -74,5 +75,7 @@ check 'A[17]["result"]["isError"] is True and "too many" in A[17]["result"]["con
 	"2000 paths: a tool error (bounded)"
 check 'A[18]["result"]["isError"] is True' "timeout_s 1.5 (not an integer): a tool error"
 check 'E(19) == (None, -32600)' "a fractional id: invalid request"
-check 'E(20) == ("last", "result")' "the last line, without newline, is answered: the server kept serving"
+check 'A[20]["result"]["isError"] is True and "No open turn" in A[20]["result"]["content"][0]["text"]' \
+	"turn_commit with no open turn: a tool error with brokered's message"
+check 'E(21) == ("last", "result")' "the last line, without newline, is answered: the server kept serving"
 done_testing
