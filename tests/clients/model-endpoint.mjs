@@ -1,8 +1,8 @@
-// A scripted model endpoint on 127.0.0.1 for driving a real agent CLI offline (Anthropic Messages
-// API, streamed as Server-Sent Events). Each main-loop request is answered from a script of tool
-// calls, chosen by how many tool results the conversation already holds; requests without tools
-// (titles, summaries) get a short text. Prints "PORT <n>" when listening, logs requests to
-// $MODEL_LOG (one JSON line each).
+// A scripted model endpoint on 127.0.0.1 for driving a real agent CLI offline: the Anthropic
+// Messages API (Claude Code) and the Gemini API (Gemini CLI), streamed as Server-Sent Events. Each
+// main-loop request is answered from a script of tool calls, chosen by how many tool results the
+// conversation already holds; requests without tools (titles, summaries, routing) get a short
+// text. Prints "PORT <n>" when listening, logs requests to $MODEL_LOG (one JSON line each).
 //
 //   node model-endpoint.mjs SCRIPT.json
 //   SCRIPT.json: [{"name": "Bash", "input": {"command": "rm -rf src"}}, {"name": "Write", ...}]
@@ -41,6 +41,33 @@ function message(id, blocks, stopReason) {
   return ev;
 }
 
+// Gemini: generateContent / streamGenerateContent; tool calls are functionCall parts, results
+// functionResponse parts.
+function gemini(req, res, q) {
+  const tools = (q.tools || []).flatMap((t) => t.functionDeclarations || []).map((f) => f.name);
+  const results = (q.contents || []).flatMap((c) => c.parts || []).filter((p) => p.functionResponse);
+  if (logFile)
+    fs.appendFileSync(logFile, JSON.stringify({url: req.url, tools, results: results.length,
+      errors: results.map((r) => r.functionResponse.response)
+        .filter((r) => r && r.error).map((r) => r.error)}) + '\n');
+  const step = script[results.length];
+  const part = tools.length && step ? {functionCall: {name: step.name, args: step.input}}
+    : {text: 'Done.'};
+  const body = {candidates: [{content: {role: 'model', parts: [part]}, finishReason: 'STOP',
+    index: 0}], usageMetadata: {promptTokenCount: 1, candidatesTokenCount: 1, totalTokenCount: 2},
+    modelVersion: 'scripted'};
+  if (req.url.includes(':streamGenerateContent')) {
+    res.writeHead(200, {'content-type': 'text/event-stream'});
+    res.end(`data: ${JSON.stringify(body)}\n\n`);
+  } else if (req.url.includes(':countTokens')) {
+    res.writeHead(200, {'content-type': 'application/json'});
+    res.end(JSON.stringify({totalTokens: 1}));
+  } else {
+    res.writeHead(200, {'content-type': 'application/json'});
+    res.end(JSON.stringify(body));
+  }
+}
+
 let n = 0;
 const server = http.createServer((req, res) => {
   let body = '';
@@ -49,6 +76,10 @@ const server = http.createServer((req, res) => {
     n++;
     let q = {};
     try { q = JSON.parse(body || '{}'); } catch { /* not JSON: answered with text */ }
+    if (req.url.includes('/models/')) {
+      gemini(req, res, q);
+      return;
+    }
     const tools = (q.tools || []).map((t) => t.name);
     const results = (q.messages || []).flatMap((m) => Array.isArray(m.content) ? m.content : [])
       .filter((c) => c.type === 'tool_result');
