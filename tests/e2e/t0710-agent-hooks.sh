@@ -194,6 +194,26 @@ is "$(brk log --json | py 'import json,sys; print([t["message"] for t in json.lo
 is "$(turns)" "4 open second prompt" "the second prompt's turn is open"
 hook claude stop "{$(base),\"hook_event_name\":\"Stop\",\"stop_hook_active\":false}"
 
+# a command of the open turn still runs (the agent did not crash, it backgrounded something):
+# the next prompt does not commit the turn under it, it reports it
+mkfifo "$TEST_DIR/go"
+brk turn begin -m "busy turn" >/dev/null
+brk run -c "echo started > started.txt; cat '$TEST_DIR/go'" >/dev/null 2>&1 &
+bgrun=$!
+for _ in $(seq 600); do [ -e "$WSP/started.txt" ] && break; sleep 0.1; done
+busy=$(last_turn_id)
+err=$(brk turn begin --commit-open -m next 2>&1)
+is "$?" 1 "turn begin --commit-open while a command runs in the open turn: refused (1)"
+case $err in *"still runs"*"$busy"*) ok 0 "... naming the turn" ;; *) ok 1 "... naming the turn (got: $err)" ;; esac
+hook claude prompt "{$(base),\"hook_event_name\":\"UserPromptSubmit\",\"prompt\":\"third prompt\"}"
+is "$HST" 0 "the prompt hook meanwhile: exit 0 (the prompt goes ahead)"
+case $HOUT in *systemMessage*"$busy"*"still runs"*) ok 0 "... and tells the user the turn is busy" ;; *) ok 1 "... tells the user (got: $HOUT)" ;; esac
+is "$(turn_state "$busy")" open "the busy turn is not committed under the running command"
+echo >"$TEST_DIR/go"
+wait "$bgrun"
+hook claude stop "{$(base),\"hook_event_name\":\"Stop\"}"
+is "$(turn_state "$busy")" committed "the Stop commits it once the command is done"
+
 # malformed payloads block the tool; a failing Stop does not keep the agent going
 hook claude bash 'not json'
 is "$HST" 2 "a malformed PreToolUse payload: exit 2 (blocked)"
