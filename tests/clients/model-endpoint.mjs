@@ -68,6 +68,40 @@ function gemini(req, res, q) {
   }
 }
 
+// OpenAI Responses API (Codex CLI): tool calls are function_call output items, results
+// function_call_output input items. A script step's input is the call's arguments object.
+function responses(req, res, q, n) {
+  const tools = (q.tools || []).map((t) => t.name || t.type);
+  const results = (q.input || []).filter((i) => i.type === 'function_call_output' ||
+    i.type === 'custom_tool_call_output');
+  if (logFile)
+    fs.appendFileSync(logFile, JSON.stringify({url: req.url, tools, results: results.length,
+      errors: [], outputs: results.map((r) => r.output)}) + '\n');
+  const step = script[results.length];
+  const id = `resp_${n}`;
+  const item = tools.length && step
+    ? (step.custom
+      ? {type: 'custom_tool_call', id: `ctc_${n}`, call_id: `call_${n}`, name: step.name,
+        input: step.input, status: 'completed'}
+      : {type: 'function_call', id: `fc_${n}`, call_id: `call_${n}`, name: step.name,
+        arguments: JSON.stringify(step.input), status: 'completed'})
+    : {type: 'message', id: `msg_${n}`, role: 'assistant', status: 'completed',
+      content: [{type: 'output_text', text: 'Done.', annotations: []}]};
+  const usage = {input_tokens: 1, input_tokens_details: {cached_tokens: 0}, output_tokens: 1,
+    output_tokens_details: {reasoning_tokens: 0}, total_tokens: 2};
+  const events = [
+    ['response.created', {response: {id, object: 'response', status: 'in_progress', output: []}}],
+    ['response.output_item.added', {output_index: 0, item}],
+    ['response.output_item.done', {output_index: 0, item}],
+    ['response.completed', {response: {id, object: 'response', status: 'completed',
+      output: [item], usage}}],
+  ];
+  res.writeHead(200, {'content-type': 'text/event-stream'});
+  for (const [type, data] of events)
+    res.write(`event: ${type}\ndata: ${JSON.stringify({type, ...data})}\n\n`);
+  res.end();
+}
+
 let n = 0;
 const server = http.createServer((req, res) => {
   let body = '';
@@ -76,6 +110,10 @@ const server = http.createServer((req, res) => {
     n++;
     let q = {};
     try { q = JSON.parse(body || '{}'); } catch { /* not JSON: answered with text */ }
+    if (req.url.includes('/responses')) {
+      responses(req, res, q, n);
+      return;
+    }
     if (req.url.includes('/models/')) {
       gemini(req, res, q);
       return;
