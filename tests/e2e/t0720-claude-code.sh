@@ -8,6 +8,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib.sh"
 . "$HERE/lib/npm.sh"
 require_core
+want_agent_cli claude
 need python3
 CLIENTS=$(cd "$HERE/../clients" && pwd)
 need_npm_package "$CLIENTS/claude-code" CC_DIR

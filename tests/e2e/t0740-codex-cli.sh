@@ -10,6 +10,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib.sh"
 . "$HERE/lib/npm.sh"
 require_core
+want_agent_cli codex
 need python3
 CLIENTS=$(cd "$HERE/../clients" && pwd)
 need_npm_package "$CLIENTS/codex" CX_DIR

@@ -38,3 +38,13 @@ need_npm_package() {
 	fi
 	printf -v "$2" '%s' "$dir"
 }
+
+# want_agent_cli NAME: the real agent CLI tests are chosen by BROKERED_AGENT_CLIS (a list of
+# claude, codex, gemini, or all / none; default: claude — each CLI is 100-424 MiB to install and
+# 10-40 s to run, the hooks of all three are tested with their documented payloads anyway).
+want_agent_cli() {
+	case " ${BROKERED_AGENT_CLIS:-claude} " in
+	*" $1 "* | *" all "*) ;;
+	*) skip_all "the $1 CLI test is not selected (BROKERED_AGENT_CLIS=${BROKERED_AGENT_CLIS:-claude}; add $1 or all)" ;;
+	esac
+}
