@@ -6,13 +6,16 @@ set -eu
 what=${1:-build}
 build_pkgs=(gcc make pkg-config libseccomp-dev libssl-dev libc6-dev)
 test_pkgs=(clang libclang-rt-14-dev busybox-static python3 perl tmux diffutils attr
-	procps util-linux passwd nodejs)
+	procps util-linux passwd)
 pkgs=("${build_pkgs[@]}")
 [ "$what" = test ] && pkgs+=("${test_pkgs[@]}")
-# npm (the agent tests install their JavaScript clients with it): Debian's package, unless an npm
-# is there already (a nodejs from elsewhere that bundles npm conflicts with Debian's).
-[ "$what" = test ] && ! command -v npm >/dev/null 2>&1 && pkgs+=(npm)
 
+# nodejs and npm: the agent tests install their JavaScript clients (tests/clients) with npm; Debian's
+# npm only when there is none (a nodejs from elsewhere bundles its own, and Debian's conflicts).
+if [ "$what" = test ]; then
+	pkgs+=(nodejs)
+	command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
