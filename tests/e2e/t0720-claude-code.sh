@@ -6,18 +6,16 @@
 # everything byte for byte.
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib.sh"
-. "$HERE/lib/npm.sh"
+. "$HERE/lib/agent-cli.sh"
 require_core
 want_agent_cli claude
 need python3
-CLIENTS=$(cd "$HERE/../clients" && pwd)
-need_npm_package "$CLIENTS/claude-code" CC_DIR
+need_npm_package "$AGENT_CLIENTS/claude-code" CC_DIR
 CLAUDE="$CC_DIR/node_modules/.bin/claude"
 [ -x "$CLAUDE" ] || skip_all "the claude CLI is not in $CC_DIR"
 
 WSP=$(pwd -P)
-make_fixture_tree "$WSP" 11
-printf 'old notes\n' >notes.txt
+agent_fixture 11
 brk integrate claude >/dev/null
 is "$?" 0 "brokered integrate claude"
 snap0=$(tree_snapshot_full "$WSP")
@@ -27,13 +25,7 @@ cat >"$TEST_DIR/script.json" <<EOF
  {"name": "Read", "input": {"file_path": "$WSP/notes.txt"}},
  {"name": "Write", "input": {"file_path": "$WSP/notes.txt", "content": "new notes\\n"}}]
 EOF
-MODEL_LOG="$TEST_DIR/model.log" node "$CLIENTS/model-endpoint.mjs" "$TEST_DIR/script.json" \
-	>"$TEST_DIR/endpoint.out" 2>&1 &
-EP=$!
-trap 'kill $EP 2>/dev/null; cleanup' EXIT
-for _ in $(seq 200); do grep -q '^PORT ' "$TEST_DIR/endpoint.out" && break; sleep 0.1; done
-PORT=$(awk '/^PORT /{print $2}' "$TEST_DIR/endpoint.out")
-ok "$([ -n "$PORT" ]; echo $?)" "the scripted model endpoint listens on 127.0.0.1:$PORT"
+start_endpoint "$TEST_DIR/script.json"
 
 PROMPT="tidy the project: drop src and refresh the notes"
 mkdir -p "$TEST_DIR/home"
@@ -51,20 +43,7 @@ L = [json.loads(l) for l in open(sys.argv[1])]
 main = [l for l in L if l["tools"]]
 print(max(l["results"] for l in main), sum(len(l["errors"]) for l in main))' "$TEST_DIR/model.log")" "3 0" \
 	"the model got three tool results, none an error"
-ok "$([ ! -e src ]; echo $?)" "Bash rm -rf src ran: src is gone"
-is "$(cat notes.txt)" "new notes" "Write ran: notes.txt has the new content"
-
-is "$(brk log --json | "$BRK_PY" -c 'import json,sys; T=json.load(sys.stdin); print(len(T), T[0]["state"], T[0]["message"])')" \
-	"1 committed $PROMPT" "brokered log: one turn, committed, the prompt as its message"
-is "$(brk show last --json | "$BRK_PY" -c '
-import json, sys
-P = {p["path"][len(sys.argv[1]):]: p["operation"] for p in json.load(sys.stdin)["paths"]}
-print(P.get("/src"), P.get("/src/lib/f1.txt"), P.get("/notes.txt"))' "$WSP")" "deleted deleted modified" \
-	"the turn holds the Bash command's deletes and the Write's change"
 grep -q "brokered' run --workspace" "$TEST_DIR/home/.claude/projects"/*/*.jsonl 2>/dev/null
 is "$?" 0 "Claude's transcript shows the Bash command rewritten to brokered run"
-
-brk undo >/dev/null
-is "$?" 0 "brokered undo"
-is_snap "$(tree_snapshot_full "$WSP")" "$snap0" "undo: src and notes.txt are back, byte for byte"
+check_turn_and_undo "$PROMPT" "$snap0"
 done_testing

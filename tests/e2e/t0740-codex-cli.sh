@@ -8,18 +8,16 @@
 # trust is bypassed for this run (the test wrote the hooks itself).
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib.sh"
-. "$HERE/lib/npm.sh"
+. "$HERE/lib/agent-cli.sh"
 require_core
 want_agent_cli codex
 need python3
-CLIENTS=$(cd "$HERE/../clients" && pwd)
-need_npm_package "$CLIENTS/codex" CX_DIR
+need_npm_package "$AGENT_CLIENTS/codex" CX_DIR
 CODEX="$CX_DIR/node_modules/.bin/codex"
 [ -x "$CODEX" ] || skip_all "the codex CLI is not in $CX_DIR"
 
 WSP=$(pwd -P)
-make_fixture_tree "$WSP" 17
-printf 'old notes\n' >notes.txt
+agent_fixture 17
 brk integrate codex >/dev/null
 is "$?" 0 "brokered integrate codex"
 snap0=$(tree_snapshot_full "$WSP")
@@ -28,13 +26,7 @@ cat >"$TEST_DIR/script.json" <<'JSON'
 [{"name": "exec_command", "input": {"cmd": "rm -rf src"}},
  {"name": "exec_command", "input": {"cmd": "printf 'new notes\\n' > notes.txt"}}]
 JSON
-MODEL_LOG="$TEST_DIR/model.log" node "$CLIENTS/model-endpoint.mjs" "$TEST_DIR/script.json" \
-	>"$TEST_DIR/endpoint.out" 2>&1 &
-EP=$!
-trap 'kill $EP 2>/dev/null; cleanup' EXIT
-for _ in $(seq 200); do grep -q '^PORT ' "$TEST_DIR/endpoint.out" && break; sleep 0.1; done
-PORT=$(awk '/^PORT /{print $2}' "$TEST_DIR/endpoint.out")
-ok "$([ -n "$PORT" ]; echo $?)" "the scripted model endpoint listens on 127.0.0.1:$PORT"
+start_endpoint "$TEST_DIR/script.json"
 
 export CODEX_HOME="$TEST_DIR/home/.codex"
 mkdir -p "$CODEX_HOME"
@@ -60,18 +52,5 @@ import json, sys
 L = [json.loads(l) for l in open(sys.argv[1])]
 print(max(l["results"] for l in L), sum("exited with code 0" in o for o in L[-1]["outputs"]))' "$TEST_DIR/model.log")" "2 2" \
 	"the model got two results, both exit code 0"
-ok "$([ ! -e src ]; echo $?)" "rm -rf src ran: src is gone"
-is "$(cat notes.txt)" "new notes" "the second command rewrote notes.txt"
-
-is "$(brk log --json | "$BRK_PY" -c 'import json,sys; T=json.load(sys.stdin); print(len(T), T[0]["state"], T[0]["message"])')" \
-	"1 committed $PROMPT" "brokered log: one turn, committed, the prompt as its message"
-is "$(brk show last --json | "$BRK_PY" -c '
-import json, sys
-P = {p["path"][len(sys.argv[1]):]: p["operation"] for p in json.load(sys.stdin)["paths"]}
-print(P.get("/src"), P.get("/src/lib/f1.txt"), P.get("/notes.txt"))' "$WSP")" "deleted deleted modified" \
-	"the turn holds both commands' changes"
-
-brk undo >/dev/null
-is "$?" 0 "brokered undo"
-is_snap "$(tree_snapshot_full "$WSP")" "$snap0" "undo: src and notes.txt are back, byte for byte"
+check_turn_and_undo "$PROMPT" "$snap0"
 done_testing
