@@ -16,6 +16,12 @@ pkgs=("${build_pkgs[@]}")
 [ "$what" = test ] && pkgs+=("${test_pkgs[@]}" "${cross_pkgs[@]}")
 [ "$what" = suites ] && pkgs+=("${test_pkgs[@]}" "${suites_pkgs[@]}")
 
+# nodejs and npm: the agent tests install their JavaScript clients (tests/clients) with npm; Debian's
+# npm only when there is none (a nodejs from elsewhere bundles its own, and Debian's conflicts).
+if [ "$what" = test ]; then
+	pkgs+=(nodejs)
+	command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -28,7 +28,7 @@
 struct opts {
 	const char *session, *workspace, *message, *turn, *older_than, *max_size;
 	const char *since, *path, *max_count;
-	bool json, force, dry_run, absolute, all, stat;
+	bool json, force, dry_run, absolute, all, stat, commit_open;
 };
 
 enum {
@@ -45,6 +45,7 @@ enum {
 	OPT_STAT,
 	OPT_SINCE,
 	OPT_PATH,
+	OPT_COMMIT_OPEN,
 };
 
 static const struct option long_options[] = {
@@ -62,6 +63,7 @@ static const struct option long_options[] = {
     {"since", required_argument, NULL, OPT_SINCE},
     {"path", required_argument, NULL, OPT_PATH},
     {"max-count", required_argument, NULL, 'n'},
+    {"commit-open", no_argument, NULL, OPT_COMMIT_OPEN},
     {"message", required_argument, NULL, 'm'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -69,7 +71,7 @@ static const struct option long_options[] = {
 
 static const char store_usage[] =
     "Usage:\n"
-    "  brokered turn begin [--session ID] [--max-size-mb N] [-m MSG]\n"
+    "  brokered turn begin [--session ID] [--max-size-mb N] [--commit-open] [-m MSG]\n"
     "  brokered turn commit [--session ID] [--turn ID] -m MSG\n"
     "  brokered log [--since WHEN] [--path PATH] [-n N] [--json]\n"
     "  brokered show TURN [--stat] [--all] [--absolute] [--json]\n"
@@ -84,6 +86,7 @@ static const char store_usage[] =
     "the turn created and removed again (--all shows them); --stat counts changed lines.\n"
     "log --since takes an age (2h, 3d) or a date (YYYY-MM-DD [HH:MM[:SS]]); --path PATH lists\n"
     "the turns that touched PATH or anything below it; -n N the newest N.\n"
+    "turn begin --commit-open first commits a turn an interrupted agent left open.\n"
     "Exit status: 0 done, 1 failed or refused, 2 usage error.\n";
 
 /* Parse options; the rest of argv (operands) starts at *ret_ind. Returns 0 or exit status 2. */
@@ -139,6 +142,9 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *ret_ind)
 			break;
 		case 'n':
 			o->max_count = optarg;
+			break;
+		case OPT_COMMIT_OPEN:
+			o->commit_open = true;
 			break;
 		case 'm':
 			o->message = optarg;
@@ -277,13 +283,23 @@ static int turn_begin(struct store *s, const struct opts *o)
 	struct store_options so = {.enabled = true,
 				   .max_size_bytes = store_clamp_max_size_mb(mb, o->max_size),
 				   .sync = true};
-	_cleanup_free_ char *id = NULL;
-	int r = store_turn_begin_explicit(s, &so, o->message ? o->message : "", &id);
+	_cleanup_free_ char *id = NULL, *committed = NULL;
+	const char *msg = o->message ? o->message : "";
+	int r = o->commit_open ? store_turn_begin_after_open(s, &so, msg, &id, &committed)
+			       : store_turn_begin_explicit(s, &so, msg, &id);
+	if (r == -EBUSY && o->commit_open)
+		return log_error("A command still runs in the open turn %s", id), 1;
 	if (r == -EBUSY)
 		return log_error("A turn is already open in this session: %s", id), 1;
 	if (r < 0)
 		return log_error_errno(r, "Failed to begin a turn: %m"), 1;
 	puts(id);
+	/* --commit-open: the turn an interrupted agent left open, now committed. */
+	if (committed) {
+		log_warning("turn %s was left open (an interrupted agent?): committed it",
+			    committed);
+		printf("committed-interrupted %s\n", committed);
+	}
 	return 0;
 }
 

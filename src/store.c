@@ -964,6 +964,52 @@ int store_turn_begin_explicit(struct store *s, const struct store_options *o, co
 	return r;
 }
 
+int store_turn_begin_after_open(struct store *s, const struct store_options *o, const char *message,
+				char **ret_id, char **ret_committed)
+{
+	*ret_committed = NULL;
+	char *open_id = NULL;
+	int r = store_turn_begin_explicit(s, o, message, &open_id);
+	if (r != -EBUSY) {
+		if (r >= 0)
+			*ret_id = open_id;
+		return r;
+	}
+	struct store_turn_info info;
+	r = store_turn_info_get(s, open_id, &info);
+	if (r < 0) {
+		*ret_id = open_id;
+		return r;
+	}
+	struct strbuf msg = STRBUF_INIT;
+	r = info.running
+		? -EBUSY /* a command still runs in it: not left behind */
+		: strbuf_printf(&msg, "%s (interrupted)", info.message ? info.message : "");
+	free(info.id);
+	free(info.message);
+	if (r == -EBUSY) {
+		*ret_id = open_id;
+		return r;
+	}
+	if (r >= 0)
+		r = store_commit_id(s, open_id, msg.buf);
+	strbuf_free(&msg);
+	if (r < 0 && r != -EALREADY) {
+		*ret_id = open_id;
+		return r;
+	}
+	char *id = NULL;
+	r = store_turn_begin_explicit(s, o, message, &id);
+	if (r < 0) {
+		free(id);
+		free(open_id);
+		return r == -EBUSY ? -EAGAIN : r;
+	}
+	*ret_id = id;
+	*ret_committed = open_id;
+	return 0;
+}
+
 const char *store_turn_id(const struct store_turn *t)
 {
 	return t->id;

@@ -199,6 +199,14 @@ int store_object_open(struct store *s, const char *hash);
 /* `turn begin`: a new explicit turn that later runs join. -EBUSY (and *ret_id) if one is open. */
 int store_turn_begin_explicit(struct store *s, const struct store_options *o, const char *message,
 			      char **ret_id);
+/*
+ * `turn begin` at the next prompt of an agent that never committed its turn (crash, Ctrl-C): an
+ * explicit turn still open is committed first with its own message and " (interrupted)", its id
+ * in *ret_committed (malloc'd; NULL if there was none), then the new turn begins. -EBUSY (and the
+ * open turn's id in *ret_id) if a command still runs in the open turn: it is not left behind.
+ */
+int store_turn_begin_after_open(struct store *s, const struct store_options *o, const char *message,
+				char **ret_id, char **ret_committed);
 /* The explicitly begun open turn, or -ENOENT. */
 int store_current_turn(struct store *s, char **ret_id);
 /* Commit a turn by id (NULL: the explicit one); an interrupted turn can be committed too. */

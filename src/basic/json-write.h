@@ -19,3 +19,12 @@ int json_kv_int(struct strbuf *sb, const char *key, int64_t value);
 int json_kv_bool(struct strbuf *sb, const char *key, bool value);
 /* ,"key": — then append any value yourself */
 int json_key(struct strbuf *sb, const char *key);
+
+struct json_value;
+/*
+ * A parsed value written back as JSON (member order kept). indent 0: compact; else pretty, with
+ * indent spaces per level, as if it stood at nesting level depth. Doubles in the shortest form
+ * that reads back exactly.
+ */
+int json_append_value(struct strbuf *sb, const struct json_value *v, unsigned indent,
+		      unsigned depth);
