@@ -26,6 +26,8 @@ enum {
 	SET_DENY_OVERSIZE = 1u << 3,
 	SET_DELETE_MODE = 1u << 4,
 	SET_SYNC = 1u << 5,
+	SET_GIT_HOOKS = 1u << 6,
+	SET_GIT_EXEC_CONFIG = 1u << 7,
 };
 
 /* One file being loaded: its values go into a scratch struct settings, merged on success. */
@@ -200,7 +202,8 @@ static int apply_bool(struct loader *l, const char *key, const struct json_value
 	return 0;
 }
 
-/* "unlink" (default) or "trash": what an intercepted delete does (the store keeps it either way). */
+/* "unlink" (default) or "trash": what an intercepted delete does (the store keeps it either way).
+ */
 static int apply_delete_mode(struct loader *l, const char *key, const struct json_value *v)
 {
 	size_t n;
@@ -414,7 +417,7 @@ static int apply_rules(struct loader *l, const char *key, const struct json_valu
 static bool is_container(const char *key)
 {
 	return strcmp(key, "sandbox") == 0 || strcmp(key, "sandbox.fileBackup") == 0 ||
-	       strcmp(key, "sandbox.fileSafety") == 0;
+	       strcmp(key, "sandbox.git") == 0 || strcmp(key, "sandbox.fileSafety") == 0;
 }
 
 static int apply_object(struct loader *l, const char *prefix, const struct json_value *obj);
@@ -432,6 +435,10 @@ static int apply_leaf(struct loader *l, const char *key, const struct json_value
 		return apply_delete_mode(l, key, v);
 	if (strcmp(key, "sandbox.fileBackup.sync") == 0)
 		return apply_bool(l, key, v, SET_SYNC, &s->backup_sync);
+	if (strcmp(key, "sandbox.git.allowHooks") == 0)
+		return apply_bool(l, key, v, SET_GIT_HOOKS, &s->git_allow_hooks);
+	if (strcmp(key, "sandbox.git.allowExecConfig") == 0)
+		return apply_bool(l, key, v, SET_GIT_EXEC_CONFIG, &s->git_allow_exec_config);
 	if (strcmp(key, "sandbox.fileBackup.maxSizeMB") == 0 ||
 	    strcmp(key, "fileBackupMaxSizeMB") == 0)
 		return apply_max_size(l, key, v);
@@ -520,6 +527,10 @@ static int merge(struct settings *dst, struct settings *src, unsigned present)
 		dst->delete_to_trash = src->delete_to_trash;
 	if (present & SET_SYNC)
 		dst->backup_sync = src->backup_sync;
+	if (present & SET_GIT_HOOKS)
+		dst->git_allow_hooks = src->git_allow_hooks;
+	if (present & SET_GIT_EXEC_CONFIG)
+		dst->git_allow_exec_config = src->git_allow_exec_config;
 	return 0;
 }
 

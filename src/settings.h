@@ -20,6 +20,9 @@
  *                                   its change (false: faster, a power loss can lose the newest)
  *   sandbox.deleteMode              "unlink" (default) or "trash": intercepted deletes go to the
  *                                   freedesktop.org trash (ours)
+ *   sandbox.git.allowHooks          bool, default false: hooks written inside need no approval
+ *   sandbox.git.allowExecConfig     bool, default false: git config keys that name programs need
+ *                                   no approval (git-guard.h)
  *   sandbox.fileSafety.allowlist    [pattern]: {path, write+delete+metadata, allow}
  *   sandbox.fileSafety.blocklist    [pattern]: {path, all, deny}
  *   sandbox.fileSafety.rules        [{"path": pattern, "access": "all" | name | [names],
@@ -69,6 +72,8 @@ struct settings {
 	bool backup_deny_oversize;
 	bool delete_to_trash; /* sandbox.deleteMode: "trash" */
 	bool backup_sync;     /* sandbox.fileBackup.sync, default true */
+	bool git_allow_hooks;       /* sandbox.git.allowHooks, default false */
+	bool git_allow_exec_config; /* sandbox.git.allowExecConfig, default false */
 	struct settings_rule *rules; /* in precedence order: later entries win ties */
 	size_t n_rules;
 	char **warnings; /* "FILE: unknown key \"sandbox.foo\"", ... for the caller to print */
