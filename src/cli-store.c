@@ -22,6 +22,7 @@
 #include "basic/path-util.h"
 #include "basic/strbuf.h"
 #include "cli.h"
+#include "git-guard.h"
 #include "log.h"
 #include "store.h"
 
@@ -298,7 +299,7 @@ int cli_turn(int argc, char **argv)
 
 /* ---- log ---- */
 
-static int log_json(struct store_turn_info *v, size_t n)
+static int log_json(struct store *s, struct store_turn_info *v, size_t n)
 {
 	struct strbuf sb = STRBUF_INIT;
 	strbuf_appendc(&sb, '[');
@@ -313,6 +314,9 @@ static int log_json(struct store_turn_info *v, size_t n)
 		json_kv_int(&sb, "commitNs", v[i].commit_ns);
 		json_kv_int(&sb, "paths", (int64_t)v[i].n_paths);
 		json_kv_bool(&sb, "current", v[i].current);
+		_cleanup_strbuf_ struct strbuf g = STRBUF_INIT;
+		if (git_guard_turn_marks(s, v[i].id, &g) >= 0 && g.len)
+			json_kv_str(&sb, "git", g.buf);
 		strbuf_appendc(&sb, '}');
 	}
 	strbuf_appendc(&sb, ']');
@@ -335,11 +339,12 @@ int cli_log(int argc, char **argv)
 	struct store_turn_info *v;
 	size_t n;
 	r = store_list_turns(s, &v, &n);
-	store_close(s);
-	if (r < 0)
+	if (r < 0) {
+		store_close(s);
 		return log_error_errno(r, "Failed to list turns: %m"), 1;
+	}
 	if (o.json) {
-		r = log_json(v, n);
+		r = log_json(s, v, n);
 	} else {
 		bool color = use_color();
 		for (size_t i = 0; i < n; i++) {
@@ -350,9 +355,13 @@ int cli_log(int argc, char **argv)
 			       color ? "\033[0m" : "", when, st, v[i].n_paths,
 			       v[i].n_paths == 1 ? " " : "s");
 			print_path(stdout, v[i].message ? v[i].message : "");
+			_cleanup_strbuf_ struct strbuf g = STRBUF_INIT;
+			if (git_guard_turn_marks(s, v[i].id, &g) >= 0 && g.len)
+				printf("  [%s]", g.buf);
 			putchar('\n');
 		}
 	}
+	store_close(s);
 	store_turn_infos_free(v, n);
 	return r;
 }
@@ -391,6 +400,8 @@ static void show_json_item(struct strbuf *sb, const struct store_record *r, cons
 		json_kv_bool(sb, "backedUp", !r->not_backed_up);
 	if (r->target)
 		json_kv_str(sb, "target", r->target);
+	if (git_guard_kind_name(git_guard_classify(r->path)))
+		json_kv_str(sb, "git", git_guard_kind_name(git_guard_classify(r->path)));
 	strbuf_appendc(sb, '}');
 }
 
@@ -440,6 +451,8 @@ int cli_show(int argc, char **argv)
 			printf(" -> ");
 			print_path(stdout, pre[i].target);
 		}
+		if (git_guard_kind_name(git_guard_classify(pre[i].path)))
+			printf("  [%s]", git_guard_kind_name(git_guard_classify(pre[i].path)));
 		putchar('\n');
 	}
 	if (o.json) {

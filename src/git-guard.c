@@ -96,6 +96,26 @@ const char *git_guard_kind_name(enum git_guard_kind k)
 	}
 }
 
+int git_guard_turn_marks(struct store *s, const char *turn_id, struct strbuf *out)
+{
+	struct store_record *v;
+	size_t n;
+	int r = store_turn_records(s, turn_id, &v, &n);
+	if (r < 0)
+		return r;
+	unsigned seen = 0;
+	for (size_t i = 0; i < n; i++)
+		seen |= 1u << git_guard_classify(v[i].path);
+	store_records_free(v, n);
+	for (enum git_guard_kind k = GIT_GUARD_CONFIG; k <= GIT_GUARD_GITFILE; k++)
+		if (seen & (1u << k)) {
+			if (out->len)
+				strbuf_appends(out, ", ");
+			strbuf_appends(out, git_guard_kind_name(k));
+		}
+	return out->oom ? -ENOMEM : 0;
+}
+
 bool git_guard_name_allowed(const char *real, enum git_guard_make how)
 {
 	const char *name = strrchr(real, '/');

@@ -33,6 +33,7 @@
 
 struct policy;
 struct store;
+struct strbuf;
 
 /* What git makes of a path, lexically (for show/log). */
 enum git_guard_kind {
@@ -43,6 +44,8 @@ enum git_guard_kind {
 };
 enum git_guard_kind git_guard_classify(const char *path);
 const char *git_guard_kind_name(enum git_guard_kind k); /* "git-config", "git-hook", "gitdir" */
+/* Append the kinds among a turn's paths ("git-config, git-hook"; nothing when none) to out. */
+int git_guard_turn_marks(struct store *s, const char *turn_id, struct strbuf *out);
 
 /* How the broker is about to make a name. */
 enum git_guard_make {
