@@ -915,7 +915,8 @@ int git_guard_check(struct store *s, const char *turn_id, const struct git_guard
 			r = born(&g, dir, rec->path);
 	}
 	if (r >= 0) {
-		qsort(g.blocks, g.n_blocks, sizeof *g.blocks, cmp_block);
+		if (g.n_blocks)
+			qsort(g.blocks, g.n_blocks, sizeof *g.blocks, cmp_block);
 		*ret = TAKE_PTR(g.blocks);
 		*ret_n = g.n_blocks;
 		g.n_blocks = 0;
