@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <limits.h>
+#include <stdint.h>
 #include <poll.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@
 #define INCLUDE_DEPTH_MAX 10
 #define INCLUDE_FILES_MAX 64
 #define WALK_DEPTH_MAX	  64
+#define EXTRA_REPOS_MAX	  32
 
 /* ---- lexical ---- */
 
@@ -368,7 +370,10 @@ struct guard {
 	size_t n_repos;
 	/* where the last directory looked up lies: its git directory or the top of its work tree */
 	char *loc_dir, *loc_gitdir, *loc_root;
-	bool no_git; /* git is not installed: every config file a block */
+	bool no_git;   /* git is not installed: every config file a block */
+	size_t *extra; /* indices into repos: see load_extra() */
+	size_t n_extra;
+	bool extra_loaded;
 };
 
 static const struct store_record *find_record(const struct guard *g, const char *path)
@@ -740,6 +745,77 @@ static int check_gitfile(struct guard *g, const char *path, const struct store_r
 	return what.oom ? -ENOMEM : add_block(g, path, undo, what.buf);
 }
 
+/* Is path a hook under the repository's core.hooksPath, or a file its config includes? 1: it
+ * was judged. */
+static int repo_file(struct guard *g, size_t idx, const char *path, const struct store_record *pre,
+		     const char *undo)
+{
+	const struct repo *rp = &g->repos[idx];
+	if (rp->hooks_path && path_is_under(path, rp->hooks_path) && strcmp(path, rp->hooks_path)) {
+		int r = check_hook(g, path, pre, undo);
+		return r < 0 ? r : 1;
+	}
+	for (size_t i = 0; i < rp->n_includes; i++)
+		if (!strcmp(rp->includes[i], path)) {
+			int r = check_config(g, path, pre, undo, rp->gitdir);
+			return r < 0 ? r : 1;
+		}
+	return 0;
+}
+
+static int add_extra(struct guard *g, const char *root)
+{
+	struct repo *rp;
+	int r = repo_get(g, root, &rp);
+	if (r < 0)
+		return r;
+	size_t *v = reallocarray(g->extra, g->n_extra + 1, sizeof *v);
+	if (!v)
+		return -ENOMEM;
+	g->extra = v;
+	v[g->n_extra++] = (size_t)(rp - g->repos);
+	return 0;
+}
+
+/*
+ * Repositories whose includes or hooksPath may name a file outside their own work tree: the one
+ * around the workspace and those directly in it (the first EXTRA_REPOS_MAX).
+ */
+static int load_extra(struct guard *g)
+{
+	if (g->extra_loaded)
+		return 0;
+	g->extra_loaded = true;
+	const char *gitdir, *root;
+	int r = locate(g, g->o->workspace, &gitdir, &root);
+	if (r < 0)
+		return r;
+	if (root) {
+		_cleanup_free_ char *copy = strdup(root);
+		if (!copy || (r = add_extra(g, copy)) < 0)
+			return copy ? r : -ENOMEM;
+	}
+	DIR *d = opendir(g->o->workspace);
+	if (!d)
+		return 0;
+	struct dirent *de;
+	while (r >= 0 && g->n_extra < EXTRA_REPOS_MAX && (de = readdir(d))) {
+		_cleanup_strbuf_ struct strbuf p = STRBUF_INIT;
+		if (de->d_name[0] == '.' && (!de->d_name[1] || !strcmp(de->d_name, "..")))
+			continue;
+		if (strbuf_printf(&p, "%s/%s/.git", g->o->workspace, de->d_name) < 0) {
+			r = -ENOMEM;
+			break;
+		}
+		if (faccessat(dirfd(d), p.buf, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		p.buf[p.len - 5] = '\0';
+		r = add_extra(g, p.buf);
+	}
+	closedir(d);
+	return r;
+}
+
 /* One file as it is now, whose state before the turn is pre (NULL: it did not exist). */
 static int consider(struct guard *g, const char *path, const struct store_record *pre,
 		    const char *undo)
@@ -769,20 +845,23 @@ static int consider(struct guard *g, const char *path, const struct store_record
 			return check_hook(g, path, pre, undo);
 		return 0;
 	}
-	if (!root)
-		return 0;
-	struct repo *rp;
-	_cleanup_free_ char *root_copy = strdup(root);
-	if (!root_copy)
-		return -ENOMEM;
-	if ((r = repo_get(g, root_copy, &rp)) < 0)
-		return r;
-	if (rp->hooks_path && path_is_under(path, rp->hooks_path) && strcmp(path, rp->hooks_path))
-		if ((r = check_hook(g, path, pre, undo)) < 0)
+	size_t own = SIZE_MAX;
+	if (root) {
+		struct repo *rp;
+		_cleanup_free_ char *root_copy = strdup(root);
+		if (!root_copy)
+			return -ENOMEM;
+		if ((r = repo_get(g, root_copy, &rp)) < 0)
 			return r;
-	for (size_t i = 0; i < rp->n_includes; i++)
-		if (!strcmp(rp->includes[i], path))
-			return check_config(g, path, pre, undo, rp->gitdir);
+		own = (size_t)(rp - g->repos);
+		if ((r = repo_file(g, own, path, pre, undo)) != 0)
+			return r < 0 ? r : 0;
+	}
+	if ((r = load_extra(g)) < 0)
+		return r;
+	for (size_t i = 0; i < g->n_extra; i++)
+		if (g->extra[i] != own && (r = repo_file(g, g->extra[i], path, pre, undo)) != 0)
+			return r < 0 ? r : 0;
 	return 0;
 }
 
@@ -880,6 +959,7 @@ static void guard_done(struct guard *g)
 		free(g->repos[i].includes);
 	}
 	free(g->repos);
+	free(g->extra);
 	free(g->loc_dir);
 	free(g->loc_gitdir);
 	free(g->loc_root);

@@ -1070,7 +1070,11 @@ int run_command(const struct run_options *o)
 				approval_access_names(pv[i].access, acc, sizeof acc);
 				log_error("  %s %s (%s)", acc, pv[i].path, pv[i].rule);
 			}
-			if (can_roll_back && recorded)
+			/* Git changes that need approval are in place: the attempt is undone whole. */
+			bool undo_all = ngb && can_roll_back && recorded;
+			if (undo_all)
+				log_error("Hint: to allow them, rerun with --approve PATH[=ACCESS] for each (the attempt was rolled back: its git changes need approval).");
+			else if (can_roll_back && recorded)
 				log_error("Hint: to allow them, rerun with --rollback %s and --approve PATH[=ACCESS] for each.",
 					  a.turn_id);
 			else if (can_roll_back)
@@ -1079,7 +1083,8 @@ int run_command(const struct run_options *o)
 				log_error("Hint: to allow them, rerun with --approve PATH[=ACCESS] for each (inside an explicit turn the attempt is not rolled back).");
 			ret = RUN_EXIT_APPROVAL;
 			attempt_commit(&c, &a, msg);
-			if (git_guard_roll_back(&c, a.turn_id, gb, ngb) < 0)
+			if (undo_all ? rollback_turn(&c, a.turn_id) < 0
+				     : git_guard_roll_back(&c, a.turn_id, gb, ngb) < 0)
 				ret = RUN_EXIT_FAILURE;
 			break;
 		}
