@@ -1034,12 +1034,14 @@ int run_command(const struct run_options *o)
 		if (run_attempt(&c, msg, &a) < 0)
 			goto out;
 		git_guard_blocks_free(gb, ngb);
+		phase("git guard");
 		if (git_guard_attempt(&c, &a, &gb, &ngb) < 0) {
 			attempt_commit(&c, &a, msg);
 			if (a.turn_owned && rollback_turn(&c, a.turn_id) == 0)
 				log_error("The turn was rolled back.");
 			goto out;
 		}
+		phase("git guard done");
 		size_t np;
 		const struct broker_prompt *pv = broker_prompts(a.broker, &np);
 		ret = a.exit_status;
