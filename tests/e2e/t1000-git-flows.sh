@@ -3,15 +3,10 @@
 # clone --recurse-submodules from a local path, checkout --recurse-submodules, rm, mv), git clean
 # next to nested repositories, and inert configuration (init, clone, remote add, config user.name,
 # branch) — none of them needs an approval, and a turn's git changes are marked by show/log.
-. "$(dirname "$0")/../lib.sh"
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/../lib.sh"
 require_core
-need git
-
-export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.com
-export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
-# file:// submodules are refused by git >= 2.38.1 unless allowed; on the command line, not in a file
-export GIT_CONFIG_COUNT=2 GIT_CONFIG_KEY_0=protocol.file.allow GIT_CONFIG_VALUE_0=always
-export GIT_CONFIG_KEY_1=init.defaultBranch GIT_CONFIG_VALUE_1=main
+. "$HERE/lib-git.sh"
 
 # brun DESC SCRIPT: run SCRIPT under brokered (no terminal); exit 0 and no approval needed
 brun() {
@@ -25,11 +20,8 @@ brun() {
 	ok $? "$desc: no approval needed"
 }
 
-# an upstream library repository outside the workspace (made natively, like the user's own)
-LIB="$OUTSIDE/lib"
-git init -q "$LIB" && echo 'lib v1' >"$LIB/lib.txt" && git -C "$LIB" add lib.txt &&
-	git -C "$LIB" commit -qm lib
-chmod -R go+rX "$OUTSIDE"
+# the upstream library (lib-git.sh), at a known version
+echo 'lib v1' >"$LIB/lib.txt" && git -C "$LIB" commit -qam v1
 
 brun "init, commit, remote add, config user.name, branch" \
 	'git init -q app && cd app && echo hi > a.txt && git add a.txt && git commit -qm one &&
@@ -48,7 +40,7 @@ ok $? "worktree removed, its branch kept"
 brun "git submodule add from a local path" "cd app && git submodule add -q '$LIB' lib && git commit -qm 'add lib'"
 is "$(cat app/lib/lib.txt)" "lib v1" "submodule checked out"
 is "$(sed -n 's/^gitdir: //p' app/lib/.git)" "../.git/modules/lib" "the submodule's .git is a gitfile into .git/modules"
-is "$(git -C app/lib log --format=%s -1)" lib "the user's git works in the submodule"
+is "$(git -C app/lib log --format=%s -1)" v1 "the user's git works in the submodule"
 
 echo 'lib v2' >"$LIB/lib.txt" && git -C "$LIB" commit -qam v2
 brun "git submodule update --remote" 'cd app && git submodule update -q --remote lib && git commit -qam "lib v2"'
