@@ -1189,6 +1189,9 @@ static int do_link(struct broker *b, const struct broker_req *q, struct broker_r
 	const char *reason = NULL;
 	enum decision sd = src.real ? decide(b, src.real, POLICY_ACCESS_WRITE, &src.st, &reason)
 				    : DECIDE_BROKER;
+	/* a second name of a git config file would change it unseen by the git guard */
+	if (src.real && git_guard_classify(src.real) == GIT_GUARD_CONFIG)
+		sd = DECIDE_DENY, reason = "protected:git";
 	if (refused(sd)) {
 		l->decision = sd;
 		l->reason = reason;

@@ -667,17 +667,22 @@ static int check_config(struct guard *g, const char *path, const struct store_re
 {
 	if (g->o->allow_exec_config || granted(g, path))
 		return 0;
+	/* git writes its config by renaming a lock file: one name, never a link. Another name
+	 * would let a later turn change it unseen. */
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return 0; /* gone: nothing for git to read */
+	if (S_ISLNK(st.st_mode) || st.st_nlink > 1)
+		return add_block(g, path, undo,
+				 S_ISLNK(st.st_mode) ? "git-config: a symlink"
+						     : "git-config: has other hard links");
 	if (same_as_preimage(g, pre, path))
 		return 0;
 	struct git_config_entry *post = NULL, *old = NULL;
 	size_t npost = 0, nold = 0;
 	int r = g->no_git ? -ENOENT : git_list_path(path, &post, &npost);
-	if (r == -ENOENT && !g->no_git) {
-		struct stat st;
-		if (stat(path, &st) < 0)
-			return 0; /* gone (or a dangling link): nothing for git to read */
+	if (r == -ENOENT)
 		g->no_git = true;
-	}
 	if (r < 0)
 		return add_block(g, path, undo,
 				 g->no_git ? "git-config: changed (git is not installed to read it)"
@@ -710,7 +715,12 @@ static int check_config(struct guard *g, const char *path, const struct store_re
 static int check_hook(struct guard *g, const char *path, const struct store_record *pre,
 		      const char *undo)
 {
-	if (g->o->allow_hooks || granted(g, path) || same_as_preimage(g, pre, path))
+	if (g->o->allow_hooks || granted(g, path))
+		return 0;
+	struct stat st;
+	if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 1)
+		return add_block(g, path, undo, "git-hook: has other hard links");
+	if (same_as_preimage(g, pre, path))
 		return 0;
 	return add_block(g, path, undo, "git-hook: new or changed");
 }

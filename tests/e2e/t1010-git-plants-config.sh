@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Git guard, configuration plants: a sandboxed command sets a key that names a program (fsmonitor,
 # textconv, diff command, filters, include.path, includeIf, worktree config, sshCommand, editor,
-# aliases, credential helper, gpg.program, core.worktree outside the workspace). Each plant is made
+# aliases, credential helper, gpg.program, core.worktree outside the workspace, .git/config made a
+# link to a file the command edits). Each plant is made
 # natively first, to show that the user's later git runs the payload (a marker file appears); under
 # brokered the marker must not appear and the run must not pass silently.
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -32,5 +33,11 @@ plant "gpg.program + commit.gpgsign" "" \
 	'git config gpg.program "$PWD/pay.sh" && git config commit.gpgsign true' "$COMMIT"
 plant "core.worktree outside the workspace" "" "git config core.worktree '$OUTSIDE/wt'" \
 	"git reset -q --hard; [ -e '$OUTSIDE/wt/f.txt' ] && touch '$MARK'"
+plant ".git/config replaced by a hard link to a file the command then edits" "" \
+	'cp .git/config x.cfg && rm .git/config && ln x.cfg .git/config && printf "[core]\n\tfsmonitor = $PWD/pay.sh\n" >> x.cfg' 'git status'
+plant ".git/config replaced by a symlink to a file the command then edits" "" \
+	'cp .git/config x.cfg && rm .git/config && ln -s ../x.cfg .git/config && printf "[core]\n\tfsmonitor = $PWD/pay.sh\n" >> x.cfg' 'git status'
+brk run -c 'ln .git/config x.cfg' </dev/null >/dev/null 2>&1
+is "$?" 1 "a hard link to .git/config (a second name to edit it through) is refused"
 
 done_testing
