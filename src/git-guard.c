@@ -357,6 +357,8 @@ struct repo {
 	char *root, *gitdir, *hooks_path;
 	char **includes;
 	size_t n_includes;
+	struct stat *files; /* what git reads (config, includes, hooks): their inodes */
+	size_t n_files;
 };
 
 struct guard {
@@ -556,6 +558,52 @@ static int repo_read_config(struct guard *g, struct repo *rp, const char *cfg, i
 	return r < 0 ? r : 0;
 }
 
+static int add_file(struct repo *rp, int dfd, const char *name)
+{
+	struct stat st;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+		return 0;
+	struct stat *v = reallocarray(rp->files, rp->n_files + 1, sizeof *v);
+	if (!v)
+		return -ENOMEM;
+	rp->files = v;
+	v[rp->n_files++] = st;
+	return 0;
+}
+
+static int add_dir_files(struct repo *rp, const char *dir, bool hooks)
+{
+	DIR *d = dir ? opendir(dir) : NULL;
+	if (!d)
+		return 0;
+	int r = 0;
+	struct dirent *de;
+	while (r >= 0 && (de = readdir(d)))
+		if (de->d_name[0] != '.' && (!hooks || hook_name(de->d_name)))
+			r = add_file(rp, dirfd(d), de->d_name);
+	closedir(d);
+	return r;
+}
+
+/* The inodes of what git reads for the repository: another name of one would change it unseen. */
+static int repo_collect_files(struct repo *rp)
+{
+	int r = 0;
+	for (size_t i = 0; r >= 0 && i < rp->n_includes; i++)
+		r = add_file(rp, AT_FDCWD, rp->includes[i]);
+	if (r >= 0)
+		r = add_dir_files(rp, rp->hooks_path, false);
+	if (r >= 0 && rp->gitdir) {
+		_cleanup_strbuf_ struct strbuf h = STRBUF_INIT;
+		_cleanup_close_ int dfd = open(rp->gitdir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (dfd >= 0 && (r = add_file(rp, dfd, "config")) >= 0)
+			r = add_file(rp, dfd, "config.worktree");
+		if (r >= 0 && strbuf_printf(&h, "%s/hooks", rp->gitdir) >= 0)
+			r = add_dir_files(rp, h.buf, true);
+	}
+	return r;
+}
+
 static int repo_get(struct guard *g, const char *root, struct repo **ret)
 {
 	for (size_t i = 0; i < g->n_repos; i++)
@@ -620,7 +668,7 @@ static int repo_get(struct guard *g, const char *root, struct repo **ret)
 		if (r < 0)
 			return r;
 	}
-	return 0;
+	return repo_collect_files(rp);
 }
 
 static bool same_as_preimage(struct guard *g, const struct store_record *pre, const char *path)
@@ -757,10 +805,15 @@ static int check_gitfile(struct guard *g, const char *path, const struct store_r
 
 /* Is path a hook under the repository's core.hooksPath, or a file its config includes? 1: it
  * was judged. */
-static int repo_file(struct guard *g, size_t idx, const char *path, const struct store_record *pre,
-		     const char *undo)
+static int repo_file(struct guard *g, size_t idx, const char *path, const struct stat *st,
+		     const struct store_record *pre, const char *undo)
 {
 	const struct repo *rp = &g->repos[idx];
+	for (size_t i = 0; st->st_nlink > 1 && S_ISREG(st->st_mode) && i < rp->n_files; i++)
+		if (rp->files[i].st_ino == st->st_ino && rp->files[i].st_dev == st->st_dev) {
+			int r = add_block(g, path, undo, "git: another name of a file git reads");
+			return r < 0 ? r : 1;
+		}
 	if (rp->hooks_path && path_is_under(path, rp->hooks_path) && strcmp(path, rp->hooks_path)) {
 		int r = check_hook(g, path, pre, undo);
 		return r < 0 ? r : 1;
@@ -864,13 +917,14 @@ static int consider(struct guard *g, const char *path, const struct store_record
 		if ((r = repo_get(g, root_copy, &rp)) < 0)
 			return r;
 		own = (size_t)(rp - g->repos);
-		if ((r = repo_file(g, own, path, pre, undo)) != 0)
+		if ((r = repo_file(g, own, path, &st, pre, undo)) != 0)
 			return r < 0 ? r : 0;
 	}
 	if ((r = load_extra(g)) < 0)
 		return r;
 	for (size_t i = 0; i < g->n_extra; i++)
-		if (g->extra[i] != own && (r = repo_file(g, g->extra[i], path, pre, undo)) != 0)
+		if (g->extra[i] != own &&
+		    (r = repo_file(g, g->extra[i], path, &st, pre, undo)) != 0)
 			return r < 0 ? r : 0;
 	return 0;
 }
@@ -967,6 +1021,7 @@ static void guard_done(struct guard *g)
 		for (size_t k = 0; k < g->repos[i].n_includes; k++)
 			free(g->repos[i].includes[k]);
 		free(g->repos[i].includes);
+		free(g->repos[i].files);
 	}
 	free(g->repos);
 	free(g->extra);

@@ -14,6 +14,8 @@ plant "a submodule's config (.git/modules/lib/config)" sub \
 	'git -C lib config core.fsmonitor "$PWD/pay.sh"' 'git -C lib status'
 plant "a file an existing include.path pulls in" inc \
 	'printf "[core]\n\tfsmonitor = $PWD/pay.sh\n" >> ../inc.cfg' 'git status'
+plant "a second name of an included file, then edited" inc \
+	'ln ../inc.cfg other.cfg && printf "[core]\n\tfsmonitor = $PWD/pay.sh\n" >> other.cfg' 'git status'
 plant "a hook under an existing core.hooksPath" husky \
 	"$HOOK > .husky/pre-commit && chmod +x .husky/pre-commit" "$COMMIT"
 plant "gitfile to a crafted gitdir" "" \
