@@ -15,10 +15,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "basic/escape.h"
 #include "basic/macro.h"
 #include "basic/path-util.h"
 #include "basic/strbuf.h"
 #include "policy.h"
+#include "store-internal.h"
 #include "store.h"
 
 #define GITFILE_MAX	  (64 * 1024)
@@ -27,6 +29,8 @@
 #define INCLUDE_FILES_MAX 64
 #define WALK_DEPTH_MAX	  64
 #define EXTRA_REPOS_MAX	  32
+#define ACCEPTED_FILE	  "git-accepted"
+#define ACCEPTED_MAX	  (4 * 1024 * 1024)
 
 /* ---- lexical ---- */
 
@@ -361,6 +365,13 @@ struct repo {
 	size_t n_files;
 };
 
+/* A file's content the user approved (a grant), so that later runs of the same turn, which see the
+ * turn's records again, do not ask again for exactly that content. */
+struct accepted {
+	char *path;
+	char *token; /* a hook's or gitfile's content hash, or a config's "key=value" */
+};
+
 struct guard {
 	struct store *s;
 	const struct git_guard_options *o;
@@ -372,8 +383,11 @@ struct guard {
 	size_t n_repos;
 	/* where the last directory looked up lies: its git directory or the top of its work tree */
 	char *loc_dir, *loc_gitdir, *loc_root;
-	bool no_git;   /* git is not installed: every config file a block */
-	size_t *extra; /* indices into repos: see load_extra() */
+	bool no_git;	      /* git is not installed: every config file a block */
+	struct accepted *acc; /* files whose content the user approved earlier (any run) */
+	size_t n_acc;
+	struct strbuf acc_new; /* lines to append to ACCEPTED_FILE */
+	size_t *extra;	       /* indices into repos: see load_extra() */
 	size_t n_extra;
 	bool extra_loaded;
 };
@@ -414,6 +428,7 @@ static int add_block(struct guard *g, const char *path, const char *undo, const 
 		return -ENOMEM;
 	g->blocks = v;
 	struct git_guard_block *b = &v[g->n_blocks];
+	*b = (struct git_guard_block){0};
 	b->path = strdup(path);
 	b->undo = strdup(undo);
 	b->what = strdup(what);
@@ -427,9 +442,120 @@ static int add_block(struct guard *g, const char *path, const char *undo, const 
 	return 0;
 }
 
+/* Remember a config entry to remove from a blocked file (git_guard_remove_keys). */
+static int add_unset(struct guard *g, const char *path, const struct git_config_entry *e)
+{
+	for (size_t i = 0; i < g->n_blocks; i++) {
+		struct git_guard_block *b = &g->blocks[i];
+		if (strcmp(b->path, path) != 0)
+			continue;
+		struct git_config_entry *v = reallocarray(b->unset, b->n_unset + 1, sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		b->unset = v;
+		v[b->n_unset].key = strdup(e->key);
+		v[b->n_unset].value = e->value ? strdup(e->value) : NULL;
+		if (!v[b->n_unset].key || (e->value && !v[b->n_unset].value)) {
+			free(v[b->n_unset].key);
+			free(v[b->n_unset].value);
+			return -ENOMEM;
+		}
+		b->n_unset++;
+		return 0;
+	}
+	return -ENOENT;
+}
+
 static bool granted(const struct guard *g, const char *path)
 {
 	return g->o->policy && policy_granted(g->o->policy, path, POLICY_ACCESS_WRITE);
+}
+
+static bool file_hash(const char *path, char hex[65])
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	struct stat st;
+	return fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && store_hash_fd(fd, hex) >= 0;
+}
+
+static bool is_accepted(const struct guard *g, const char *path, const char *token)
+{
+	for (size_t i = 0; i < g->n_acc; i++)
+		if (!strcmp(g->acc[i].token, token) && !strcmp(g->acc[i].path, path))
+			return true;
+	return false;
+}
+
+/* Remember an approved token for path: "ESCAPED-PATH ESCAPED-TOKEN\n" (escaping leaves no
+ * space or newline). */
+static void accept(struct guard *g, const char *path, const char *token)
+{
+	escape_appends(&g->acc_new, path);
+	strbuf_appendc(&g->acc_new, ' ');
+	escape_appends(&g->acc_new, token);
+	strbuf_appendc(&g->acc_new, '\n');
+}
+
+/* A hook's or gitfile's content: granted now (remembered), or exactly this content before. */
+static bool approved(struct guard *g, const char *path)
+{
+	char hex[65];
+	if (!file_hash(path, hex))
+		return granted(g, path);
+	if (granted(g, path)) {
+		accept(g, path, hex);
+		return true;
+	}
+	return is_accepted(g, path, hex);
+}
+
+static int accepted_load(struct guard *g)
+{
+	_cleanup_strbuf_ struct strbuf p = STRBUF_INIT, c = STRBUF_INIT;
+	if (strbuf_printf(&p, "%s/%s", store_session_dir(g->s), ACCEPTED_FILE) < 0)
+		return -ENOMEM;
+	_cleanup_close_ int fd = open(p.buf, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 || read_fd(fd, ACCEPTED_MAX, &c) < 0 || !c.len)
+		return 0; /* nothing approved yet (or unreadable: ask again) */
+	for (char *line = c.buf, *nl; line < c.buf + c.len; line = nl + 1) {
+		nl = memchr(line, '\n', (size_t)(c.buf + c.len - line));
+		if (!nl)
+			break;
+		*nl = '\0';
+		char *sp = strchr(line, ' ');
+		if (!sp)
+			continue;
+		*sp = '\0';
+		struct strbuf dp = STRBUF_INIT, dt = STRBUF_INIT;
+		struct accepted *v = reallocarray(g->acc, g->n_acc + 1, sizeof *v);
+		if (v)
+			g->acc = v;
+		if (!v || unescape_append(&dp, line, strlen(line)) < 0 ||
+		    unescape_append(&dt, sp + 1, strlen(sp + 1)) < 0 || !strbuf_cstr(&dp) ||
+		    !strbuf_cstr(&dt)) {
+			strbuf_free(&dp);
+			strbuf_free(&dt);
+			continue;
+		}
+		v[g->n_acc].path = strbuf_steal(&dp);
+		v[g->n_acc++].token = strbuf_steal(&dt);
+	}
+	return 0;
+}
+
+static int accepted_save(struct guard *g)
+{
+	_cleanup_strbuf_ struct strbuf p = STRBUF_INIT;
+	if (!g->acc_new.len)
+		return 0;
+	if (g->acc_new.oom ||
+	    strbuf_printf(&p, "%s/%s", store_session_dir(g->s), ACCEPTED_FILE) < 0)
+		return -ENOMEM;
+	_cleanup_close_ int fd =
+	    open(p.buf, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	return write(fd, g->acc_new.buf, g->acc_new.len) == (ssize_t)g->acc_new.len ? 0 : -EIO;
 }
 
 static bool exists_at(int dfd, const char *name, mode_t type)
@@ -713,14 +839,15 @@ static bool entry_in(const struct git_config_entry *v, size_t n, const struct gi
 static int check_config(struct guard *g, const char *path, const struct store_record *pre,
 			const char *undo, const char *gitdir)
 {
-	if (g->o->allow_exec_config || granted(g, path))
+	if (g->o->allow_exec_config)
 		return 0;
 	/* git writes its config by renaming a lock file: one name, never a link. Another name
 	 * would let a later turn change it unseen. */
 	struct stat st;
 	if (lstat(path, &st) < 0)
 		return 0; /* gone: nothing for git to read */
-	if (S_ISLNK(st.st_mode) || st.st_nlink > 1)
+	bool grant = granted(g, path);
+	if (!grant && (S_ISLNK(st.st_mode) || st.st_nlink > 1))
 		return add_block(g, path, undo,
 				 S_ISLNK(st.st_mode) ? "git-config: a symlink"
 						     : "git-config: has other hard links");
@@ -740,30 +867,47 @@ static int check_config(struct guard *g, const char *path, const struct store_re
 		if (fd < 0 || git_list_fd(fd, &old, &nold) < 0)
 			old = NULL, nold = 0;
 	}
+	/* each new exec-capable entry: approved now (remembered), before, or a block */
 	_cleanup_strbuf_ struct strbuf what = STRBUF_INIT;
+	_cleanup_free_ size_t *blocked = calloc(npost + 1, sizeof *blocked);
+	size_t nblocked = 0;
+	if (!blocked)
+		what.oom = true;
 	for (size_t i = 0; i < npost; i++) {
 		const struct git_config_entry *e = &post[i];
 		if (!git_guard_exec_key(e->key) || entry_in(old, nold, e) ||
 		    inert_value(g, e->key, e->value, gitdir))
 			continue;
-		strbuf_appends(&what, what.len ? "; " : "git-config: ");
-		strbuf_appends(&what, e->key);
+		_cleanup_strbuf_ struct strbuf kv = STRBUF_INIT;
+		strbuf_appends(&kv, e->key);
 		if (e->value) {
-			strbuf_appendc(&what, '=');
-			strbuf_appends(&what, e->value);
+			strbuf_appendc(&kv, '=');
+			strbuf_appends(&kv, e->value);
 		}
+		if (!strbuf_cstr(&kv)) {
+			what.oom = true;
+			break;
+		}
+		if (grant)
+			accept(g, path, kv.buf);
+		if (grant || is_accepted(g, path, kv.buf))
+			continue;
+		strbuf_appends(&what, what.len ? "; " : "git-config: ");
+		strbuf_appends(&what, kv.buf);
+		blocked[nblocked++] = i;
 	}
+	r = what.oom ? -ENOMEM : what.len ? add_block(g, path, undo, what.buf) : 0;
+	for (size_t i = 0; r >= 0 && i < nblocked; i++)
+		r = add_unset(g, path, &post[blocked[i]]);
 	git_config_entries_free(post, npost);
 	git_config_entries_free(old, nold);
-	if (what.oom)
-		return -ENOMEM;
-	return what.len ? add_block(g, path, undo, what.buf) : 0;
+	return r;
 }
 
 static int check_hook(struct guard *g, const char *path, const struct store_record *pre,
 		      const char *undo)
 {
-	if (g->o->allow_hooks || granted(g, path))
+	if (g->o->allow_hooks || approved(g, path))
 		return 0;
 	struct stat st;
 	if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 1)
@@ -777,7 +921,7 @@ static int check_hook(struct guard *g, const char *path, const struct store_reco
 static int check_gitfile(struct guard *g, const char *path, const struct store_record *pre,
 			 const char *undo)
 {
-	if (granted(g, path) || same_as_preimage(g, pre, path))
+	if (approved(g, path) || same_as_preimage(g, pre, path))
 		return 0;
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	_cleanup_strbuf_ struct strbuf c = STRBUF_INIT, what = STRBUF_INIT;
@@ -1025,6 +1169,12 @@ static void guard_done(struct guard *g)
 	}
 	free(g->repos);
 	free(g->extra);
+	for (size_t i = 0; i < g->n_acc; i++) {
+		free(g->acc[i].path);
+		free(g->acc[i].token);
+	}
+	free(g->acc);
+	strbuf_free(&g->acc_new);
 	free(g->loc_dir);
 	free(g->loc_gitdir);
 	free(g->loc_root);
@@ -1037,6 +1187,8 @@ int git_guard_check(struct store *s, const char *turn_id, const struct git_guard
 	*ret = NULL;
 	*ret_n = 0;
 	int r = store_turn_records(s, turn_id, &g.recs, &g.n_recs);
+	if (r >= 0)
+		r = accepted_load(&g);
 	const char *walked = NULL; /* the last tree walked: trees below it were walked with it */
 	for (size_t i = 0; r >= 0 && i < g.n_recs; i++) {
 		const struct store_record *rec = &g.recs[i];
@@ -1059,6 +1211,8 @@ int git_guard_check(struct store *s, const char *turn_id, const struct git_guard
 		    is_gitdir(dir))
 			r = born(&g, dir, rec->path);
 	}
+	if (r >= 0)
+		r = accepted_save(&g);
 	if (r >= 0) {
 		if (g.n_blocks)
 			qsort(g.blocks, g.n_blocks, sizeof *g.blocks, cmp_block);
@@ -1071,9 +1225,50 @@ int git_guard_check(struct store *s, const char *turn_id, const struct git_guard
 	return r < 0 ? r : 0;
 }
 
+int git_guard_remove_keys(const struct git_guard_block *b)
+{
+	static const char *const envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
+					   "HOME=/nonexistent",
+					   "GIT_CONFIG_NOSYSTEM=1",
+					   "GIT_CONFIG_GLOBAL=/dev/null",
+					   "GIT_DIR=/nonexistent",
+					   "LC_ALL=C",
+					   NULL};
+	if (!b->n_unset)
+		return -EINVAL;
+	for (size_t i = 0; i < b->n_unset; i++) {
+		const char *argv[] = {"git",	       "config",	  "--file",
+				      b->path,	       "--fixed-value",	  "--unset-all",
+				      b->unset[i].key, b->unset[i].value, NULL};
+		if (!b->unset[i].value)
+			argv[4] = "--unset-all", argv[5] = b->unset[i].key, argv[6] = NULL;
+		posix_spawn_file_actions_t fa;
+		posix_spawn_file_actions_init(&fa);
+		posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+		posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+		posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+		posix_spawn_file_actions_addchdir_np(&fa, "/");
+		pid_t pid;
+		int r =
+		    -posix_spawnp(&pid, "git", &fa, NULL, (char *const *)argv, (char *const *)envp);
+		posix_spawn_file_actions_destroy(&fa);
+		if (r < 0)
+			return r;
+		int st;
+		while (waitpid(pid, &st, 0) < 0)
+			if (errno != EINTR)
+				return -errno;
+		/* 5: the entry is gone already */
+		if (!WIFEXITED(st) || (WEXITSTATUS(st) != 0 && WEXITSTATUS(st) != 5))
+			return -EIO;
+	}
+	return 0;
+}
+
 void git_guard_blocks_free(struct git_guard_block *v, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
+		git_config_entries_free(v[i].unset, v[i].n_unset);
 		free(v[i].path);
 		free(v[i].undo);
 		free(v[i].what);

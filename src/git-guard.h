@@ -84,8 +84,13 @@ struct git_guard_block {
 	char *path; /* the file git would read: config, hook, gitfile */
 	char *undo; /* the path recorded by the turn whose pre-image takes the file away */
 	char *what; /* "git-config: core.fsmonitor=/x/y; alias.st=!z", "git-hook", ... */
+	struct git_config_entry *unset; /* a config block: the entries that need approval */
+	size_t n_unset;
 };
 /* Check what turn_id changed (see above). Blocks are merged per path, sorted by path. */
 int git_guard_check(struct store *s, const char *turn_id, const struct git_guard_options *o,
 		    struct git_guard_block **ret, size_t *ret_n);
 void git_guard_blocks_free(struct git_guard_block *v, size_t n);
+/* Remove a config block's entries from its file (git config --unset-all, outside the sandbox):
+ * inside an explicit turn, what earlier runs of the turn did to the file stays. */
+int git_guard_remove_keys(const struct git_guard_block *b);

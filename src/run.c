@@ -983,15 +983,26 @@ static int git_guard_roll_back(struct run_ctx *c, const char *turn_id,
 	_cleanup_free_ char **paths = calloc(2 * n, sizeof *paths);
 	if (!paths)
 		return log_error_errno(ENOMEM, "Out of memory");
+	/* config entries are removed one by one: earlier runs of an explicit turn keep theirs */
+	_cleanup_free_ bool *removed = calloc(n, sizeof *removed);
+	if (!removed)
+		return log_error_errno(ENOMEM, "Out of memory");
+	for (size_t i = 0; i < n; i++)
+		if ((removed[i] = v[i].n_unset && git_guard_remove_keys(&v[i]) >= 0))
+			log_error("Removed from %s: %s", v[i].path, v[i].what);
 	size_t np = 0;
 	for (size_t i = 0; i < 2 * n; i++) {
 		char *p = i % 2 ? v[i / 2].undo : v[i / 2].path;
+		if (removed[i / 2])
+			continue;
 		bool dup = false;
 		for (size_t k = 0; k < np && !dup; k++)
 			dup = !strcmp(paths[k], p);
 		if (!dup)
 			paths[np++] = p;
 	}
+	if (!np)
+		return 0;
 	struct store_plan *plan = NULL;
 	_cleanup_strbuf_ struct strbuf m = STRBUF_INIT;
 	strbuf_printf(&m, "roll back the git changes of %s that need approval", turn_id);
@@ -1007,7 +1018,8 @@ static int git_guard_roll_back(struct run_ctx *c, const char *turn_id,
 				       "path(s) not restored): %m",
 				       r > 0 ? r : 0);
 	for (size_t i = 0; i < n; i++)
-		log_error("Rolled back: %s", v[i].path);
+		if (!removed[i])
+			log_error("Rolled back: %s", v[i].path);
 	return 0;
 }
 

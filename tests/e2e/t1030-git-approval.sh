@@ -50,6 +50,20 @@ $COMMIT >/dev/null 2>&1
 [ -e "$MARK" ]
 ok $? "husky-style install approved: the user's commit runs the hook"
 
+# inside an explicit turn, a later run sees the turn's records again: what was approved stays
+fresh_repo
+brk turn begin -m "agent turn" >/dev/null 2>&1
+brk run --approve .git/config -c 'git config core.hooksPath .husky' </dev/null >/dev/null 2>&1
+is "$?" 0 "explicit turn, run 1: approved core.hooksPath"
+brk run -c 'git config user.name later' </dev/null >/dev/null 2>&1
+is "$?" 0 "explicit turn, run 2 (an inert change to the same file): no approval needed"
+is "$(git config core.hooksPath) $(git config user.name)" ".husky later" "explicit turn: the approved key and the later change are both kept"
+brk run -c 'git config core.pager "$PWD/pay.sh"' </dev/null >/dev/null 2>&1
+is "$?" 120 "explicit turn, run 3: a new exec-capable key still needs approval"
+is "$(git config core.pager)" "" "explicit turn: the unapproved key is rolled back, the approved one kept"
+is "$(git config core.hooksPath)" ".husky" "explicit turn: core.hooksPath is still there"
+brk turn commit -m "agent turn" >/dev/null 2>&1
+
 # settings: the workspace allows exec config and hooks
 fresh_repo
 mkdir -p .brokered
