@@ -374,6 +374,7 @@ struct accepted {
 
 struct guard {
 	struct store *s;
+	const char *turn_id;
 	const struct git_guard_options *o;
 	struct store_record *recs;
 	size_t n_recs;
@@ -486,10 +487,12 @@ static bool is_accepted(const struct guard *g, const char *path, const char *tok
 	return false;
 }
 
-/* Remember an approved token for path: "ESCAPED-PATH ESCAPED-TOKEN\n" (escaping leaves no
- * space or newline). */
+/* Remember an approved token for path in this turn: "TURN PATH TOKEN\n", each escaped (no space
+ * or newline is left). */
 static void accept(struct guard *g, const char *path, const char *token)
 {
+	escape_appends(&g->acc_new, g->turn_id);
+	strbuf_appendc(&g->acc_new, ' ');
 	escape_appends(&g->acc_new, path);
 	strbuf_appendc(&g->acc_new, ' ');
 	escape_appends(&g->acc_new, token);
@@ -522,6 +525,16 @@ static int accepted_load(struct guard *g)
 		if (!nl)
 			break;
 		*nl = '\0';
+		/* only this turn's: "allow once" holds for the rest of the turn, not the session */
+		char *t = strchr(line, ' ');
+		if (!t)
+			continue;
+		*t = '\0';
+		_cleanup_strbuf_ struct strbuf dturn = STRBUF_INIT;
+		if (unescape_append(&dturn, line, strlen(line)) < 0 || !strbuf_cstr(&dturn) ||
+		    strcmp(dturn.buf, g->turn_id) != 0)
+			continue;
+		line = t + 1;
 		char *sp = strchr(line, ' ');
 		if (!sp)
 			continue;
@@ -1183,7 +1196,7 @@ static void guard_done(struct guard *g)
 int git_guard_check(struct store *s, const char *turn_id, const struct git_guard_options *o,
 		    struct git_guard_block **ret, size_t *ret_n)
 {
-	struct guard g = {.s = s, .o = o};
+	struct guard g = {.s = s, .turn_id = turn_id, .o = o};
 	*ret = NULL;
 	*ret_n = 0;
 	int r = store_turn_records(s, turn_id, &g.recs, &g.n_recs);
