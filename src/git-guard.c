@@ -665,12 +665,30 @@ static int add_include(struct repo *r, char *path)
 }
 
 /* Read one config file of a repository: its hooks path, and the files it includes (recursively). */
+/*
+ * Could the file name a hooks path or include another? Key and section names cannot be split or
+ * escaped in git's syntax, so without these words (any case) it does neither, and git need not be
+ * started for it (once per run, for the repository's config).
+ */
+static bool may_redirect(const char *cfg)
+{
+	_cleanup_close_ int fd = open(cfg, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	_cleanup_strbuf_ struct strbuf c = STRBUF_INIT;
+	if (fd < 0)
+		return false;
+	if (read_fd(fd, CONFIG_LIST_MAX, &c) < 0 || !strbuf_cstr(&c))
+		return true;
+	for (size_t i = 0; i < c.len; i++)
+		c.buf[i] = (char)((c.buf[i] >= 'A' && c.buf[i] <= 'Z') ? c.buf[i] + 32 : c.buf[i]);
+	return memmem(c.buf, c.len, "include", 7) || memmem(c.buf, c.len, "hookspath", 9);
+}
+
 static int repo_read_config(struct guard *g, struct repo *rp, const char *cfg, int depth)
 {
 	struct git_config_entry *v;
 	size_t n;
 	if (depth > INCLUDE_DEPTH_MAX || rp->n_includes >= INCLUDE_FILES_MAX ||
-	    git_list_path(cfg, &v, &n) < 0)
+	    !may_redirect(cfg) || git_list_path(cfg, &v, &n) < 0)
 		return 0;
 	_cleanup_free_ char *cdir = NULL;
 	int r = dir_of(cfg, &cdir);
