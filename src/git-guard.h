@@ -21,6 +21,9 @@
  *    A directory that came into being or was replaced in this turn (renamed in) is walked, since
  *    the files below it were never touched under their new names.
  * A git directory is what git accepts as one: HEAD, and objects/ + refs/ or a commondir file.
+ * A grant (--approve, or [o]/[s] on the terminal) lifts a block; what it approved (a config file's
+ * "key=value", a hook's or gitfile's content hash) is remembered for the rest of the turn in the
+ * session's "git-accepted" file, since later runs of an explicit turn see the turn's records again.
  * Configuration is read by `git config --file - --list --null --no-includes`, run outside the
  * sandbox with an empty environment (no system or global config, no repository), so the reading
  * itself runs nothing; when git is missing or a file does not parse, the file is a block (fail
