@@ -202,8 +202,7 @@ static int apply_bool(struct loader *l, const char *key, const struct json_value
 	return 0;
 }
 
-/* "unlink" (default) or "trash": what an intercepted delete does (the store keeps it either way).
- */
+/* "unlink" (default) or "trash": what an intercepted delete does (the store keeps it either way). */
 static int apply_delete_mode(struct loader *l, const char *key, const struct json_value *v)
 {
 	size_t n;
