@@ -19,6 +19,7 @@
 #include "basic/stat-util.h"
 #include "basic/path-util.h"
 #include "basic/strbuf.h"
+#include "git-guard.h"
 #include "policy.h"
 #include "proc.h"
 #include "store.h"
@@ -160,6 +161,15 @@ static void record_prompt(struct broker *b, const char *real, unsigned access, c
 		return;
 	}
 	b->n_prompts++;
+}
+
+void broker_add_prompt(struct broker *b, const char *path, unsigned access, const char *op,
+		       const char *rule)
+{
+	const char *saved = b->cur_op;
+	b->cur_op = op;
+	record_prompt(b, path, access, rule);
+	b->cur_op = saved;
 }
 
 void broker_resp_done(struct broker_resp *resp)
@@ -369,35 +379,14 @@ static void log_op(struct broker *b, const struct broker_req *q, const struct op
 	audit_log(b->audit, &rec);
 }
 
-/*
- * Names that only mkdir may create: a ".git" entry, and a hooks directory of a repository. Any
- * other way of making them (a file or symlink named .git, a "gitdir:" file, renaming or linking a
- * prepared tree onto them) would smuggle in hooks that the user's own git runs later.
- */
-static bool git_guarded_name(const char *real)
+/* A ".git" entry or a hooks directory made any other way than git makes them (git-guard.h). */
+static int check_git_guard(struct broker *b, const char *real, enum git_guard_make how,
+			   struct op_log *l)
 {
-	const char *name = strrchr(real, '/');
-	if (!name)
-		return false;
-	name++;
-	if (strcmp(name, ".git") == 0)
-		return true;
-	if (strcmp(name, "hooks") != 0)
-		return false;
-	/* hooks directly in a .git dir, or in .git/modules/NAME/ */
-	/* ".../.git/hooks": ".git/" ends right before the name, after a '/' */
-	size_t n = (size_t)(name - real);
-	return (n >= 6 && memcmp(name - 5, ".git/", 5) == 0 && name[-6] == '/') ||
-	       strstr(real, "/.git/modules/") != NULL;
-}
-
-/* Refuse creating a git-guarded name by anything but mkdir (scratch excepted). */
-static int check_git_guard(struct broker *b, const char *real, struct op_log *l)
-{
-	if (!real || path_is_under(real, b->cfg.scratch) || !git_guarded_name(real))
+	if (!real || path_is_under(real, b->cfg.scratch) || git_guard_name_allowed(real, how))
 		return 0;
 	l->decision = DECIDE_DENY;
-	l->reason = "protected:git-hooks";
+	l->reason = "protected:git";
 	return -EACCES;
 }
 
@@ -712,7 +701,7 @@ static int do_open(struct broker *b, const struct broker_req *q, struct broker_r
 				return -ENOENT;
 			if (res->trailing_slash)
 				return -EISDIR;
-			if ((r = check_git_guard(b, res->real, l)) < 0)
+			if ((r = check_git_guard(b, res->real, GIT_GUARD_MAKE_FILE, l)) < 0)
 				return r;
 			l->decision = decide(b, res->real, POLICY_ACCESS_WRITE, NULL, &l->reason);
 			if (refused(l->decision))
@@ -1031,8 +1020,13 @@ static int do_rename(struct broker *b, const struct broker_req *q, struct broker
 			goto out;
 		}
 	}
-	if ((r = check_git_guard(b, dst.real, l)) < 0 ||
-	    (exchange && (r = check_git_guard(b, res->real, l)) < 0))
+	enum git_guard_make how =
+	    S_ISREG(res->st.st_mode) ? GIT_GUARD_MAKE_FILE : GIT_GUARD_MAKE_RENAMED;
+	if ((r = check_git_guard(b, dst.real, how, l)) < 0 ||
+	    (exchange &&
+	     (r = check_git_guard(
+		  b, res->real,
+		  S_ISREG(dst.st.st_mode) ? GIT_GUARD_MAKE_FILE : GIT_GUARD_MAKE_RENAMED, l)) < 0))
 		goto out;
 	/* Both names must be allowed: delete on the source, write on the target. */
 	const char *reason2 = NULL;
@@ -1135,7 +1129,9 @@ static int create_common(struct broker *b, const struct broker_req *q, struct br
 		return -EEXIST;
 	if (res->trailing_slash && q->op != BROKER_OP_MKDIR)
 		return q->op == BROKER_OP_SYMLINK ? -ENOENT : -EISDIR;
-	if (q->op != BROKER_OP_MKDIR && (r = check_git_guard(b, res->real, l)) < 0)
+	if ((r = check_git_guard(
+		 b, res->real,
+		 q->op == BROKER_OP_MKDIR ? GIT_GUARD_MAKE_MKDIR : GIT_GUARD_MAKE_OTHER, l)) < 0)
 		return r;
 	l->decision = decide(b, res->real, POLICY_ACCESS_WRITE, NULL, &l->reason);
 	if (refused(l->decision))
@@ -1220,6 +1216,9 @@ static int do_link(struct broker *b, const struct broker_req *q, struct broker_r
 	const char *reason = NULL;
 	enum decision sd = src.real ? decide(b, src.real, POLICY_ACCESS_WRITE, &src.st, &reason)
 				    : DECIDE_BROKER;
+	/* a second name of a git config file would change it unseen by the git guard */
+	if (src.real && git_guard_classify(src.real) == GIT_GUARD_CONFIG)
+		sd = DECIDE_DENY, reason = "protected:git";
 	if (refused(sd)) {
 		l->decision = sd;
 		l->reason = reason;

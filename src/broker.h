@@ -136,6 +136,9 @@ struct broker_prompt {
 	char *rule;     /* what decided "prompt" */
 };
 const struct broker_prompt *broker_prompts(const struct broker *b, size_t *ret_n);
+/* One more block, found when the command ended (git-guard.h). */
+void broker_add_prompt(struct broker *b, const char *path, unsigned access, const char *op,
+		       const char *rule);
 /* Paths over the backup size limit, for the run's summary (NULL-terminated, owned). */
 char **broker_not_backed_up(const struct broker *b);
 

@@ -22,6 +22,7 @@
 #include "basic/path-util.h"
 #include "basic/strbuf.h"
 #include "cli.h"
+#include "git-guard.h"
 #include "log.h"
 #include "store.h"
 
@@ -471,7 +472,7 @@ static int log_filter(struct store *s, const struct opts *o, struct store_turn_i
 	return 0;
 }
 
-static int log_json(struct store_turn_info *v, size_t n)
+static int log_json(struct store *s, struct store_turn_info *v, size_t n)
 {
 	struct strbuf sb = STRBUF_INIT;
 	strbuf_appendc(&sb, '[');
@@ -486,6 +487,9 @@ static int log_json(struct store_turn_info *v, size_t n)
 		json_kv_int(&sb, "commitNs", v[i].commit_ns);
 		json_kv_int(&sb, "paths", (int64_t)v[i].n_paths);
 		json_kv_bool(&sb, "current", v[i].current);
+		_cleanup_strbuf_ struct strbuf g = STRBUF_INIT;
+		if (git_guard_turn_marks(s, v[i].id, &g) >= 0 && g.len)
+			json_kv_str(&sb, "git", g.buf);
 		strbuf_appendc(&sb, '}');
 	}
 	strbuf_appendc(&sb, ']');
@@ -513,9 +517,8 @@ int cli_log(int argc, char **argv)
 		return log_error_errno(r, "Failed to list turns: %m"), 1;
 	}
 	r = log_filter(s, &o, v, &n);
-	store_close(s);
 	if (r == 0 && o.json) {
-		r = log_json(v, n);
+		r = log_json(s, v, n);
 	} else if (r == 0) {
 		bool color = use_color();
 		for (size_t i = 0; i < n; i++) {
@@ -526,9 +529,14 @@ int cli_log(int argc, char **argv)
 			       color ? "\033[0m" : "", when, st, v[i].n_paths,
 			       v[i].n_paths == 1 ? " " : "s");
 			print_path(stdout, v[i].message ? v[i].message : "");
+			/* what the turn changed in git's configuration and hooks */
+			_cleanup_strbuf_ struct strbuf g = STRBUF_INIT;
+			if (git_guard_turn_marks(s, v[i].id, &g) >= 0 && g.len)
+				printf("  [%s]", g.buf);
 			putchar('\n');
 		}
 	}
+	store_close(s);
 	store_turn_infos_free(v, n);
 	return r;
 }
@@ -1026,6 +1034,9 @@ static void show_json_item(struct strbuf *sb, const struct store_record *r, cons
 		json_kv_bool(sb, "backedUp", !r->not_backed_up);
 	if (r->target)
 		json_kv_str(sb, "target", r->target);
+	const char *git = git_guard_kind_name(git_guard_classify(r->path));
+	if (git)
+		json_kv_str(sb, "git", git);
 	strbuf_appendc(sb, '}');
 }
 
@@ -1124,6 +1135,9 @@ int cli_show(int argc, char **argv)
 				print_path(stdout, pre->target);
 			}
 			show_meta_change(pre, post);
+			const char *git = git_guard_kind_name(git_guard_classify(pre->path));
+			if (git)
+				printf("  [%s]", git);
 			putchar('\n');
 		}
 		if (n_hidden)

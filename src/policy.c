@@ -37,6 +37,7 @@ struct policy {
 	size_t n_grants;
 	char **read_restricted;
 	size_t n_read_restricted;
+	bool git_allow_hooks; /* sandbox.git.allowHooks */
 };
 
 /* A decision with what made it. */
@@ -478,6 +479,7 @@ int policy_new(const struct settings *settings, const char *workspace, const cha
 	    (r = normalised_copy(home, &p->home)) < 0 ||
 	    (r = normalised_copy(state_dir, &p->state_dir)) < 0)
 		return r;
+	p->git_allow_hooks = settings && settings->git_allow_hooks;
 	if ((r = add_protections(p)) < 0 || (r = add_secrets(p, err)) < 0 ||
 	    (r = add_user_rules(p, settings, err)) < 0 || (r = build_read_restricted(p)) < 0)
 		return r;
@@ -502,24 +504,26 @@ static bool component_is(const char *s, const char *name)
 static struct verdict git_after(const char *g, unsigned bit)
 {
 	static const struct verdict none = {POLICY_ALLOW, NULL};
-	static const struct verdict hooks = {POLICY_DENY, "protected:git-hooks"};
-	/* .git/config stays writable (git init, clone, remote add, push -u need it) and is backed
-	 * up like any file; hooks would run code outside the sandbox at the user's next git
-	 * command, so they are never written from inside. */
+	static const struct verdict hooks = {POLICY_PROMPT, "git:hook"};
+	/* Hooks run code outside the sandbox at the user's next git command: adding or changing
+	 * one needs the user's approval. Removing one cannot run code. Configuration is judged on
+	 * its content when the command ends (git-guard.c). */
 	if (bit == POLICY_ACCESS_DELETE)
 		return none;
-	if (component_is(g, "hooks")) {
-		/* `git init` creates the directory and inert *.sample files: those never run. */
-		const char *rest = next_component(g);
+	for (const char *c = g; *c; c = next_component(c)) {
+		/* hooks right after ".git/", or anywhere below ".git/modules/" (submodules) */
+		if (c != g && !component_is(g, "modules"))
+			break;
+		if (!component_is(c, "hooks"))
+			continue;
+		/* `git init` and `clone` create the directory and inert *.sample files: those never
+		 * run. */
+		const char *rest = next_component(c);
 		size_t n = strlen(rest);
-		if (*rest == '\0' || (!strchr(rest, '/') && n > 7 && !strcmp(rest + n - 7, ".sample")))
+		if (*rest == '\0' ||
+		    (!strchr(rest, '/') && n > 7 && !strcmp(rest + n - 7, ".sample")))
 			return none;
 		return hooks;
-	}
-	if (component_is(g, "modules")) {
-		for (const char *c = g; *c; c = next_component(c))
-			if (component_is(c, "hooks"))
-				return hooks;
 	}
 	return none;
 }
@@ -528,7 +532,8 @@ static struct verdict git_after(const char *g, unsigned bit)
 static struct verdict git_protection(const struct policy *p, const char *path, unsigned bit)
 {
 	struct verdict v = {POLICY_ALLOW, NULL};
-	if (bit == POLICY_ACCESS_READ || (p->scratch && path_is_under(path, p->scratch)))
+	if (bit == POLICY_ACCESS_READ || p->git_allow_hooks ||
+	    (p->scratch && path_is_under(path, p->scratch)))
 		return v;
 	for (const char *c = path + 1; *c; c = next_component(c)) {
 		if (!component_is(c, ".git"))
@@ -597,6 +602,14 @@ static bool granted(const struct policy *p, const char *path, unsigned bit)
 		if ((p->grants[i].access & bit) && path_is_under(path, p->grants[i].path))
 			return true;
 	return false;
+}
+
+bool policy_granted(const struct policy *p, const char *path, unsigned access)
+{
+	for (unsigned bit = 1; bit & POLICY_ACCESS_ALL; bit <<= 1)
+		if ((access & bit) && !granted(p, path, bit))
+			return false;
+	return access != 0;
 }
 
 /*

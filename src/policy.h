@@ -14,15 +14,15 @@
  *     DENY  protected:state-dir         the state dir (backup store, audit log)
  *           A write/delete of an *ancestor* of one of these is refused too: renaming a prepared
  *           tree onto ~/.config would otherwise replace ~/.config/brokered in one step.
- *     DENY  protected:git-hooks         files in .git/hooks and .git/modules/.../hooks, anywhere
+ *     PROMPT git:hook                   files in .git/hooks and .git/modules/.../hooks, anywhere
  *                                       except in the scratch dir (write, metadata; delete is
- *                                       allowed: removing a hook cannot run code). The hooks
+ *                                       allowed: removing a hook cannot run code); a grant lifts
+ *                                       it, and sandbox.git.allowHooks turns it off. The hooks
  *                                       directory itself and inert "*.sample" files may be
  *                                       created, so that `git init` and `git clone` work.
  *           .git/config is writable like any workspace file (and backed up): git init, clone,
- *           remote add and push -u write it. That it can name programs (core.hooksPath,
- *           core.fsmonitor) that the user's git runs later is a known limit (README); a user who
- *           wants it guarded adds a "prompt" rule for .git/config (see README).
+ *           remote add and push -u write it. Keys in it that name programs are judged when the
+ *           command ends (git-guard.h).
  *  2. the most specific user rule covering the bit (rules, allowlist, blocklist from settings);
  *     the built-in secrets compete with the user rules on specificity (a user rule must be at
  *     least as specific as the secret to override it: allowlisting "~" does not open ~/.ssh);
@@ -103,6 +103,8 @@ int policy_protect(struct policy *p, const char *path, const char *name);
  * PROMPT for become ALLOW ("grant:user"). Never lifts a DENY.
  */
 int policy_add_grant(struct policy *p, const char *path, unsigned access);
+/* Did the user grant every bit of access on path (policy_add_grant on it or an ancestor)? */
+bool policy_granted(const struct policy *p, const char *path, unsigned access);
 
 /*
  * Decide accesses (a mask of POLICY_ACCESS_*) on an absolute real path: the strictest decision of

@@ -35,6 +35,7 @@
 #include "broker.h"
 #include "ipc.h"
 #include "cli.h"
+#include "git-guard.h"
 #include "log.h"
 #include "policy.h"
 #include "sandbox.h"
@@ -1060,12 +1061,92 @@ static int run_inside_brokered(const struct run_options *o, pid_t broker)
 	return e == ENOENT ? RUN_EXIT_NOT_FOUND : RUN_EXIT_CANNOT_EXEC;
 }
 
+/*
+ * Git configuration, hooks and gitfiles are judged on their content when the command ends
+ * (git-guard.h): each block becomes a prompt block of the attempt. -errno: the check failed.
+ */
+static int git_guard_attempt(struct run_ctx *c, struct attempt *a, struct git_guard_block **ret,
+			     size_t *ret_n)
+{
+	*ret = NULL;
+	*ret_n = 0;
+	if (!a->turn || !store_turn_recorded(a->turn) || store_flush(a->turn) < 0)
+		return 0;
+	struct git_guard_options go = {
+	    .workspace = c->workspace,
+	    .home = c->home,
+	    .policy = c->policy,
+	    .allow_hooks = c->settings->git_allow_hooks,
+	    .allow_exec_config = c->settings->git_allow_exec_config,
+	};
+	int r = git_guard_check(c->store, a->turn_id, &go, ret, ret_n);
+	if (r < 0)
+		return log_error_errno(r, "Failed to check the git changes of turn %s: %m",
+				       a->turn_id);
+	for (size_t i = 0; i < *ret_n; i++)
+		broker_add_prompt(a->broker, (*ret)[i].path, POLICY_ACCESS_WRITE, "git-guard",
+				  (*ret)[i].what);
+	return 0;
+}
+
+/* Put back what the user did not approve, from the attempt's own backups (after its commit). */
+static int git_guard_roll_back(struct run_ctx *c, const char *turn_id,
+			       const struct git_guard_block *v, size_t n)
+{
+	if (!n)
+		return 0;
+	/* the file itself (if the turn recorded it) and what brought it in */
+	_cleanup_free_ char **paths = calloc(2 * n, sizeof *paths);
+	if (!paths)
+		return log_error_errno(ENOMEM, "Out of memory");
+	/* config entries are removed one by one: earlier runs of an explicit turn keep theirs */
+	_cleanup_free_ bool *removed = calloc(n, sizeof *removed);
+	if (!removed)
+		return log_error_errno(ENOMEM, "Out of memory");
+	for (size_t i = 0; i < n; i++)
+		if ((removed[i] = v[i].n_unset && git_guard_remove_keys(&v[i]) >= 0))
+			log_error("Removed from %s: %s", v[i].path, v[i].what);
+	size_t np = 0;
+	for (size_t i = 0; i < 2 * n; i++) {
+		char *p = i % 2 ? v[i / 2].undo : v[i / 2].path;
+		if (removed[i / 2])
+			continue;
+		bool dup = false;
+		for (size_t k = 0; k < np && !dup; k++)
+			dup = !strcmp(paths[k], p);
+		if (!dup)
+			paths[np++] = p;
+	}
+	if (!np)
+		return 0;
+	struct store_plan *plan = NULL;
+	_cleanup_strbuf_ struct strbuf m = STRBUF_INIT;
+	strbuf_printf(&m, "roll back the git changes of %s that need approval", turn_id);
+	char *rid = NULL;
+	int r = store_plan_restore(c->store, turn_id, paths, np, &plan);
+	if (r >= 0)
+		r = store_plan_apply(c->store, plan, &c->so, strbuf_cstr(&m), &rid);
+	store_plan_free(plan);
+	free(rid);
+	if (r != 0)
+		return log_error_errno(r < 0 ? r : EIO,
+				       "Failed to roll back the git changes that need approval (%d "
+				       "path(s) not restored): %m",
+				       r > 0 ? r : 0);
+	for (size_t i = 0; i < n; i++)
+		if (!removed[i])
+			log_error("Rolled back: %s", v[i].path);
+	return 0;
+}
+
 #define MAX_ATTEMPTS 4
 
 int run_command(const struct run_options *o)
 {
 	struct run_ctx c = {.o = o, .ll = {.ruleset_fd = -1}};
 	struct attempt a = {0};
+	struct git_guard_block *gb = NULL;
+	size_t ngb = 0;
 	int ret = RUN_EXIT_FAILURE;
 
 	phase("start");
@@ -1093,6 +1174,15 @@ int run_command(const struct run_options *o)
 		const char *msg = n > 1 ? strbuf_cstr(&m) : c.msg;
 		if (run_attempt(&c, msg, &a) < 0)
 			goto out;
+		git_guard_blocks_free(gb, ngb);
+		phase("git guard");
+		if (git_guard_attempt(&c, &a, &gb, &ngb) < 0) {
+			attempt_commit(&c, &a, msg);
+			if (a.turn_owned && rollback_turn(&c, a.turn_id) == 0)
+				log_error("The turn was rolled back.");
+			goto out;
+		}
+		phase("git guard done");
 		size_t np;
 		const struct broker_prompt *pv = broker_prompts(a.broker, &np);
 		ret = a.exit_status;
@@ -1103,6 +1193,8 @@ int run_command(const struct run_options *o)
 			if (np)
 				ret = RUN_EXIT_APPROVAL;
 			attempt_commit(&c, &a, msg);
+			if (git_guard_roll_back(&c, a.turn_id, gb, ngb) < 0)
+				ret = RUN_EXIT_FAILURE;
 			phase("turn committed");
 			break;
 		}
@@ -1121,7 +1213,11 @@ int run_command(const struct run_options *o)
 				approval_access_names(pv[i].access, acc, sizeof acc);
 				log_error("  %s %s (%s)", acc, pv[i].path, pv[i].rule);
 			}
-			if (can_roll_back && recorded)
+			/* Git changes that need approval are in place: the attempt is undone whole. */
+			bool undo_all = ngb && can_roll_back && recorded;
+			if (undo_all)
+				log_error("Hint: to allow them, rerun with --approve PATH[=ACCESS] for each (the attempt was rolled back: its git changes need approval).");
+			else if (can_roll_back && recorded)
 				log_error("Hint: to allow them, rerun with --rollback %s and --approve PATH[=ACCESS] for each.",
 					  a.turn_id);
 			else if (can_roll_back)
@@ -1130,6 +1226,9 @@ int run_command(const struct run_options *o)
 				log_error("Hint: to allow them, rerun with --approve PATH[=ACCESS] for each (inside an explicit turn the attempt is not rolled back).");
 			ret = RUN_EXIT_APPROVAL;
 			attempt_commit(&c, &a, msg);
+			if (undo_all ? rollback_turn(&c, a.turn_id) < 0
+				     : git_guard_roll_back(&c, a.turn_id, gb, ngb) < 0)
+				ret = RUN_EXIT_FAILURE;
 			break;
 		}
 		for (size_t i = 0; i < np; i++)
@@ -1154,6 +1253,7 @@ int run_command(const struct run_options *o)
 		log_info("rerunning with approval (attempt %d)", n + 1);
 	}
 out:
+	git_guard_blocks_free(gb, ngb);
 	attempt_done(&a);
 	ctx_done(&c);
 	return ret;

@@ -27,6 +27,8 @@ enum {
 	SET_DELETE_MODE = 1u << 4,
 	SET_SYNC = 1u << 5,
 	SET_ALLOW_SETID = 1u << 6,
+	SET_GIT_HOOKS = 1u << 7,
+	SET_GIT_EXEC_CONFIG = 1u << 8,
 };
 
 /* One file being loaded: its values go into a scratch struct settings, merged on success. */
@@ -415,7 +417,7 @@ static int apply_rules(struct loader *l, const char *key, const struct json_valu
 static bool is_container(const char *key)
 {
 	return strcmp(key, "sandbox") == 0 || strcmp(key, "sandbox.fileBackup") == 0 ||
-	       strcmp(key, "sandbox.fileSafety") == 0;
+	       strcmp(key, "sandbox.git") == 0 || strcmp(key, "sandbox.fileSafety") == 0;
 }
 
 static int apply_object(struct loader *l, const char *prefix, const struct json_value *obj);
@@ -435,6 +437,10 @@ static int apply_leaf(struct loader *l, const char *key, const struct json_value
 		return apply_bool(l, key, v, SET_SYNC, &s->backup_sync);
 	if (strcmp(key, "sandbox.allowSetid") == 0)
 		return apply_bool(l, key, v, SET_ALLOW_SETID, &s->allow_setid);
+	if (strcmp(key, "sandbox.git.allowHooks") == 0)
+		return apply_bool(l, key, v, SET_GIT_HOOKS, &s->git_allow_hooks);
+	if (strcmp(key, "sandbox.git.allowExecConfig") == 0)
+		return apply_bool(l, key, v, SET_GIT_EXEC_CONFIG, &s->git_allow_exec_config);
 	if (strcmp(key, "sandbox.fileBackup.maxSizeMB") == 0 ||
 	    strcmp(key, "fileBackupMaxSizeMB") == 0)
 		return apply_max_size(l, key, v);
@@ -525,6 +531,10 @@ static int merge(struct settings *dst, struct settings *src, unsigned present)
 		dst->backup_sync = src->backup_sync;
 	if (present & SET_ALLOW_SETID)
 		dst->allow_setid = src->allow_setid;
+	if (present & SET_GIT_HOOKS)
+		dst->git_allow_hooks = src->git_allow_hooks;
+	if (present & SET_GIT_EXEC_CONFIG)
+		dst->git_allow_exec_config = src->git_allow_exec_config;
 	return 0;
 }
 

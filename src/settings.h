@@ -22,6 +22,9 @@
  *                                   bits (ours: refused by chmod, dropped at creation, otherwise)
  *   sandbox.deleteMode              "unlink" (default) or "trash": intercepted deletes go to the
  *                                   freedesktop.org trash (ours)
+ *   sandbox.git.allowHooks          bool, default false: hooks written inside need no approval
+ *   sandbox.git.allowExecConfig     bool, default false: git config keys that name programs need
+ *                                   no approval (git-guard.h)
  *   sandbox.fileSafety.allowlist    [pattern]: {path, write+delete+metadata, allow}
  *   sandbox.fileSafety.blocklist    [pattern]: {path, all, deny}
  *   sandbox.fileSafety.rules        [{"path": pattern, "access": "all" | name | [names],
@@ -72,6 +75,8 @@ struct settings {
 	bool delete_to_trash; /* sandbox.deleteMode: "trash" */
 	bool backup_sync;     /* sandbox.fileBackup.sync, default true */
 	bool allow_setid;     /* sandbox.allowSetid, default false */
+	bool git_allow_hooks;       /* sandbox.git.allowHooks, default false */
+	bool git_allow_exec_config; /* sandbox.git.allowExecConfig, default false */
 	struct settings_rule *rules; /* in precedence order: later entries win ties */
 	size_t n_rules;
 	char **warnings; /* "FILE: unknown key \"sandbox.foo\"", ... for the caller to print */

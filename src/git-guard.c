@@ -1,0 +1,1308 @@
+/* SPDX-License-Identifier: MIT */
+#include "git-guard.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <limits.h>
+#include <stdint.h>
+#include <poll.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "basic/escape.h"
+#include "basic/macro.h"
+#include "basic/path-util.h"
+#include "basic/strbuf.h"
+#include "policy.h"
+#include "store-internal.h"
+#include "store.h"
+
+#define GITFILE_MAX	  (64 * 1024)
+#define CONFIG_LIST_MAX	  (8 * 1024 * 1024)
+#define INCLUDE_DEPTH_MAX 10
+#define INCLUDE_FILES_MAX 64
+#define WALK_DEPTH_MAX	  64
+#define EXTRA_REPOS_MAX	  32
+#define ACCEPTED_FILE	  "git-accepted"
+#define ACCEPTED_MAX	  (4 * 1024 * 1024)
+
+/* ---- lexical ---- */
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+	return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* A file directly in a hooks directory that git would run ("*.sample" never runs). */
+static bool hook_name(const char *rel_in_hooks)
+{
+	return *rel_in_hooks && !strchr(rel_in_hooks, '/') && !has_suffix(rel_in_hooks, ".sample");
+}
+
+/* Path relative to a git directory: is it one of its config files? */
+static bool config_rel(const char *rel)
+{
+	if (!strcmp(rel, "config") || !strcmp(rel, "config.worktree"))
+		return true;
+	if (strncmp(rel, "worktrees/", 10) != 0)
+		return false;
+	const char *s = strchr(rel + 10, '/');
+	return s && s != rel + 10 && !strcmp(s + 1, "config.worktree");
+}
+
+static bool hook_rel(const char *rel)
+{
+	return strncmp(rel, "hooks/", 6) == 0 && hook_name(rel + 6);
+}
+
+enum git_guard_kind git_guard_classify(const char *path)
+{
+	const char *g = NULL;
+	for (const char *c = strstr(path, "/.git"); c; c = strstr(c + 1, "/.git"))
+		if (c[5] == '/' || c[5] == '\0')
+			g = c;
+	if (!g)
+		return GIT_GUARD_NONE;
+	if (g[5] == '\0')
+		return GIT_GUARD_GITFILE;
+	const char *rel = g + 6;
+	/* .git/modules/NAME/... (names may hold '/', and modules nest): judge the tail */
+	if (strncmp(rel, "modules/", 8) == 0) {
+		if (has_suffix(rel, "/config") || has_suffix(rel, "/config.worktree"))
+			return GIT_GUARD_CONFIG;
+		const char *h = NULL;
+		for (const char *c = strstr(rel, "/hooks/"); c; c = strstr(c + 1, "/hooks/"))
+			h = c;
+		return h && hook_name(h + 7) ? GIT_GUARD_HOOK : GIT_GUARD_NONE;
+	}
+	if (config_rel(rel))
+		return GIT_GUARD_CONFIG;
+	return hook_rel(rel) ? GIT_GUARD_HOOK : GIT_GUARD_NONE;
+}
+
+const char *git_guard_kind_name(enum git_guard_kind k)
+{
+	switch (k) {
+	case GIT_GUARD_CONFIG:
+		return "git-config";
+	case GIT_GUARD_HOOK:
+		return "git-hook";
+	case GIT_GUARD_GITFILE:
+		return "gitdir";
+	case GIT_GUARD_NONE:
+	default:
+		return NULL;
+	}
+}
+
+int git_guard_turn_marks(struct store *s, const char *turn_id, struct strbuf *out)
+{
+	struct store_record *v;
+	size_t n;
+	int r = store_turn_records(s, turn_id, &v, &n);
+	if (r < 0)
+		return r;
+	unsigned seen = 0;
+	for (size_t i = 0; i < n; i++)
+		seen |= 1u << git_guard_classify(v[i].path);
+	store_records_free(v, n);
+	for (enum git_guard_kind k = GIT_GUARD_CONFIG; k <= GIT_GUARD_GITFILE; k++)
+		if (seen & (1u << k)) {
+			if (out->len)
+				strbuf_appends(out, ", ");
+			strbuf_appends(out, git_guard_kind_name(k));
+		}
+	return out->oom ? -ENOMEM : 0;
+}
+
+bool git_guard_name_allowed(const char *real, enum git_guard_make how)
+{
+	const char *name = strrchr(real, '/');
+	if (!name)
+		return true;
+	name++;
+	if (strcmp(name, ".git") == 0)
+		return how == GIT_GUARD_MAKE_MKDIR || how == GIT_GUARD_MAKE_FILE;
+	if (strcmp(name, "hooks") != 0)
+		return true;
+	/* ".../.git/hooks", or a hooks directory anywhere below ".git/modules/" */
+	size_t n = (size_t)(name - real);
+	bool guarded = (n >= 6 && memcmp(name - 5, ".git/", 5) == 0 && name[-6] == '/') ||
+		       strstr(real, "/.git/modules/") != NULL;
+	return !guarded || how == GIT_GUARD_MAKE_MKDIR;
+}
+
+/*
+ * Keys that name a program git runs, or that send git elsewhere (other config files, another work
+ * tree, other transports), from git-config(1). Matched with fnmatch() on the key as `git config
+ * --list` prints it ('*' spans dots: subsections may hold them).
+ */
+static const char *const exec_keys[] = {
+    "alias.*", /* "!cmd", and "-c key=value cmd" sets any key */
+    "browser.*.cmd",
+    "browser.*.path",
+    "core.alternaterefscommand",
+    "core.askpass",
+    "core.editor",
+    "core.fsmonitor",
+    "core.gitproxy",
+    "core.hookspath",
+    "core.pager",
+    "core.sshcommand",
+    "core.worktree",
+    "credential.*helper",
+    "diff.*.command",
+    "diff.*.textconv",
+    "diff.external",
+    "difftool.*.cmd",
+    "difftool.*.path",
+    "filter.*.clean",
+    "filter.*.process",
+    "filter.*.smudge",
+    "gpg.*program",
+    "gpg.ssh.defaultkeycommand",
+    "help.browser",
+    "http.*proxy",
+    "include.path",
+    "includeif.*.path",
+    "init.templatedir",
+    "instaweb.*",
+    "interactive.difffilter",
+    "lfs.customtransfer.*.path",
+    "lfs.extension.*.clean",
+    "lfs.extension.*.smudge",
+    "man.*.cmd",
+    "man.*.path",
+    "man.viewer",
+    "merge.*.driver",
+    "mergetool.*.cmd",
+    "mergetool.*.path",
+    "pager.*",
+    "protocol.*allow",
+    "remote.*.proxy",
+    "remote.*.receivepack",
+    "remote.*.uploadpack",
+    "remote.*.vcs",
+    "sendemail.*cmd",
+    "sendemail.*smtpserver",
+    "sequence.editor",
+    "submodule.*.update", /* "!cmd" */
+    "tar.*.command",
+    "trailer.*.cmd",
+    "trailer.*.command",
+    "uploadpack.packobjectshook",
+    "url.*.insteadof",
+    "url.*.pushinsteadof",
+    "web.browser",
+};
+
+bool git_guard_exec_key(const char *key)
+{
+	for (size_t i = 0; i < ELEMENTSOF(exec_keys); i++)
+		if (fnmatch(exec_keys[i], key, 0) == 0)
+			return true;
+	return false;
+}
+
+void git_config_entries_free(struct git_config_entry *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].key);
+		free(v[i].value);
+	}
+	free(v);
+}
+
+int git_guard_parse_list(const char *buf, size_t n, struct git_config_entry **ret, size_t *ret_n)
+{
+	struct git_config_entry *v = NULL;
+	size_t nv = 0, cap = 0;
+	const char *p = buf, *end = buf + n;
+	while (p < end) {
+		const char *z = memchr(p, '\0', (size_t)(end - p));
+		if (!z)
+			break; /* torn last entry */
+		const char *nl = memchr(p, '\n', (size_t)(z - p));
+		if (nv == cap) {
+			size_t nc = cap ? cap * 2 : 16;
+			struct git_config_entry *w = reallocarray(v, nc, sizeof *w);
+			if (!w) {
+				git_config_entries_free(v, nv);
+				return -ENOMEM;
+			}
+			v = w;
+			cap = nc;
+		}
+		struct git_config_entry *e = &v[nv];
+		e->key = strndup(p, nl ? (size_t)(nl - p) : (size_t)(z - p));
+		e->value = nl ? strndup(nl + 1, (size_t)(z - nl - 1)) : NULL;
+		if (!e->key || (nl && !e->value)) {
+			free(e->key);
+			free(e->value);
+			git_config_entries_free(v, nv);
+			return -ENOMEM;
+		}
+		nv++;
+		p = z + 1;
+	}
+	*ret = v;
+	*ret_n = nv;
+	return 0;
+}
+
+int git_guard_parse_gitfile(const char *buf, size_t n, char **ret)
+{
+	static const char prefix[] = "gitdir: ";
+	if (n < sizeof prefix - 1 || memcmp(buf, prefix, sizeof prefix - 1) != 0)
+		return -EINVAL;
+	const char *s = buf + sizeof prefix - 1;
+	size_t len = n - (sizeof prefix - 1);
+	while (len && (s[len - 1] == '\n' || s[len - 1] == '\r'))
+		len--;
+	if (!len || memchr(s, '\0', len))
+		return -EINVAL;
+	*ret = strndup(s, len);
+	return *ret ? 0 : -ENOMEM;
+}
+
+/* ---- reading files and configuration ---- */
+
+static int read_fd(int fd, size_t max, struct strbuf *out)
+{
+	char buf[65536];
+	for (;;) {
+		ssize_t k = read(fd, buf, sizeof buf);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (k == 0)
+			return 0;
+		if (out->len + (size_t)k > max)
+			return -EFBIG;
+		if (strbuf_append(out, buf, (size_t)k) < 0)
+			return -ENOMEM;
+	}
+}
+
+/*
+ * `git config --file - --list --null --no-includes` with fd as its input. The child has an empty
+ * environment (no system, global or repository configuration; "/" as its directory), so reading
+ * runs no program that a configuration names. -ENOENT: no git; -EBADMSG: git refused the file.
+ */
+static int git_list_fd(int fd, struct git_config_entry **ret, size_t *ret_n)
+{
+	static const char *const argv[] = {"git",    "config", "--file",	"-",
+					   "--list", "--null", "--no-includes", NULL};
+	static const char *const envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
+					   "HOME=/nonexistent",
+					   "GIT_CONFIG_NOSYSTEM=1",
+					   "GIT_CONFIG_GLOBAL=/dev/null",
+					   "GIT_DIR=/nonexistent",
+					   "LC_ALL=C",
+					   NULL};
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, fd, STDIN_FILENO);
+	posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
+	posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addchdir_np(&fa, "/");
+	pid_t pid;
+	int r = -posix_spawnp(&pid, "git", &fa, NULL, (char *const *)argv, (char *const *)envp);
+	posix_spawn_file_actions_destroy(&fa);
+	close(p[1]);
+	if (r < 0) {
+		close(p[0]);
+		return r;
+	}
+	_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
+	int rr = read_fd(p[0], CONFIG_LIST_MAX, &out);
+	close(p[0]);
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
+		return -ENOENT; /* posix_spawnp reports a missing program this way too */
+	if (rr < 0)
+		return rr;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return -EBADMSG;
+	return git_guard_parse_list(out.buf ? out.buf : "", out.len, ret, ret_n);
+}
+
+static int git_list_path(const char *path, struct git_config_entry **ret, size_t *ret_n)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EBADMSG;
+	return git_list_fd(fd, ret, ret_n);
+}
+
+/* ---- the check ---- */
+
+struct repo {
+	char *root, *gitdir, *hooks_path;
+	char **includes;
+	size_t n_includes;
+	struct stat *files; /* what git reads (config, includes, hooks): their inodes */
+	size_t n_files;
+};
+
+/* A file's content the user approved (a grant), so that later runs of the same turn, which see the
+ * turn's records again, do not ask again for exactly that content. */
+struct accepted {
+	char *path;
+	char *token; /* a hook's or gitfile's content hash, or a config's "key=value" */
+};
+
+struct guard {
+	struct store *s;
+	const char *turn_id;
+	const struct git_guard_options *o;
+	struct store_record *recs;
+	size_t n_recs;
+	struct git_guard_block *blocks;
+	size_t n_blocks;
+	struct repo *repos;
+	size_t n_repos;
+	/* where the last directory looked up lies: its git directory or the top of its work tree */
+	char *loc_dir, *loc_gitdir, *loc_root;
+	bool no_git;	      /* git is not installed: every config file a block */
+	struct accepted *acc; /* files whose content the user approved earlier (any run) */
+	size_t n_acc;
+	struct strbuf acc_new; /* lines to append to ACCEPTED_FILE */
+	size_t *extra;	       /* indices into repos: see load_extra() */
+	size_t n_extra;
+	bool extra_loaded;
+};
+
+static const struct store_record *find_record(const struct guard *g, const char *path)
+{
+	size_t lo = 0, hi = g->n_recs;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(g->recs[mid].path, path);
+		if (c == 0)
+			return &g->recs[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static int add_block(struct guard *g, const char *path, const char *undo, const char *what)
+{
+	for (size_t i = 0; i < g->n_blocks; i++) {
+		struct git_guard_block *b = &g->blocks[i];
+		if (strcmp(b->path, path) != 0)
+			continue;
+		if (strstr(b->what, what))
+			return 0;
+		_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
+		if (strbuf_printf(&sb, "%s; %s", b->what, what) < 0)
+			return -ENOMEM;
+		free(b->what);
+		b->what = strbuf_steal(&sb);
+		return b->what ? 0 : -ENOMEM;
+	}
+	struct git_guard_block *v = reallocarray(g->blocks, g->n_blocks + 1, sizeof *v);
+	if (!v)
+		return -ENOMEM;
+	g->blocks = v;
+	struct git_guard_block *b = &v[g->n_blocks];
+	*b = (struct git_guard_block){0};
+	b->path = strdup(path);
+	b->undo = strdup(undo);
+	b->what = strdup(what);
+	if (!b->path || !b->undo || !b->what) {
+		free(b->path);
+		free(b->undo);
+		free(b->what);
+		return -ENOMEM;
+	}
+	g->n_blocks++;
+	return 0;
+}
+
+/* Remember a config entry to remove from a blocked file (git_guard_remove_keys). */
+static int add_unset(struct guard *g, const char *path, const struct git_config_entry *e)
+{
+	for (size_t i = 0; i < g->n_blocks; i++) {
+		struct git_guard_block *b = &g->blocks[i];
+		if (strcmp(b->path, path) != 0)
+			continue;
+		struct git_config_entry *v = reallocarray(b->unset, b->n_unset + 1, sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		b->unset = v;
+		v[b->n_unset].key = strdup(e->key);
+		v[b->n_unset].value = e->value ? strdup(e->value) : NULL;
+		if (!v[b->n_unset].key || (e->value && !v[b->n_unset].value)) {
+			free(v[b->n_unset].key);
+			free(v[b->n_unset].value);
+			return -ENOMEM;
+		}
+		b->n_unset++;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+static bool granted(const struct guard *g, const char *path)
+{
+	return g->o->policy && policy_granted(g->o->policy, path, POLICY_ACCESS_WRITE);
+}
+
+static bool file_hash(const char *path, char hex[65])
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	struct stat st;
+	return fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && store_hash_fd(fd, hex) >= 0;
+}
+
+static bool is_accepted(const struct guard *g, const char *path, const char *token)
+{
+	for (size_t i = 0; i < g->n_acc; i++)
+		if (!strcmp(g->acc[i].token, token) && !strcmp(g->acc[i].path, path))
+			return true;
+	return false;
+}
+
+/* Remember an approved token for path in this turn: "TURN PATH TOKEN\n", each escaped (no space
+ * or newline is left). */
+static void accept(struct guard *g, const char *path, const char *token)
+{
+	escape_appends(&g->acc_new, g->turn_id);
+	strbuf_appendc(&g->acc_new, ' ');
+	escape_appends(&g->acc_new, path);
+	strbuf_appendc(&g->acc_new, ' ');
+	escape_appends(&g->acc_new, token);
+	strbuf_appendc(&g->acc_new, '\n');
+}
+
+/* A hook's or gitfile's content: granted now (remembered), or exactly this content before. */
+static bool approved(struct guard *g, const char *path)
+{
+	char hex[65];
+	if (!file_hash(path, hex))
+		return granted(g, path);
+	if (granted(g, path)) {
+		accept(g, path, hex);
+		return true;
+	}
+	return is_accepted(g, path, hex);
+}
+
+static int accepted_load(struct guard *g)
+{
+	_cleanup_strbuf_ struct strbuf p = STRBUF_INIT, c = STRBUF_INIT;
+	if (strbuf_printf(&p, "%s/%s", store_session_dir(g->s), ACCEPTED_FILE) < 0)
+		return -ENOMEM;
+	_cleanup_close_ int fd = open(p.buf, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 || read_fd(fd, ACCEPTED_MAX, &c) < 0 || !c.len)
+		return 0; /* nothing approved yet (or unreadable: ask again) */
+	for (char *line = c.buf, *nl; line < c.buf + c.len; line = nl + 1) {
+		nl = memchr(line, '\n', (size_t)(c.buf + c.len - line));
+		if (!nl)
+			break;
+		*nl = '\0';
+		/* only this turn's: "allow once" holds for the rest of the turn, not the session */
+		char *t = strchr(line, ' ');
+		if (!t)
+			continue;
+		*t = '\0';
+		_cleanup_strbuf_ struct strbuf dturn = STRBUF_INIT;
+		if (unescape_append(&dturn, line, strlen(line)) < 0 || !strbuf_cstr(&dturn) ||
+		    strcmp(dturn.buf, g->turn_id) != 0)
+			continue;
+		line = t + 1;
+		char *sp = strchr(line, ' ');
+		if (!sp)
+			continue;
+		*sp = '\0';
+		struct strbuf dp = STRBUF_INIT, dt = STRBUF_INIT;
+		struct accepted *v = reallocarray(g->acc, g->n_acc + 1, sizeof *v);
+		if (v)
+			g->acc = v;
+		if (!v || unescape_append(&dp, line, strlen(line)) < 0 ||
+		    unescape_append(&dt, sp + 1, strlen(sp + 1)) < 0 || !strbuf_cstr(&dp) ||
+		    !strbuf_cstr(&dt)) {
+			strbuf_free(&dp);
+			strbuf_free(&dt);
+			continue;
+		}
+		v[g->n_acc].path = strbuf_steal(&dp);
+		v[g->n_acc++].token = strbuf_steal(&dt);
+	}
+	return 0;
+}
+
+static int accepted_save(struct guard *g)
+{
+	_cleanup_strbuf_ struct strbuf p = STRBUF_INIT;
+	if (!g->acc_new.len)
+		return 0;
+	if (g->acc_new.oom ||
+	    strbuf_printf(&p, "%s/%s", store_session_dir(g->s), ACCEPTED_FILE) < 0)
+		return -ENOMEM;
+	_cleanup_close_ int fd =
+	    open(p.buf, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	return write(fd, g->acc_new.buf, g->acc_new.len) == (ssize_t)g->acc_new.len ? 0 : -EIO;
+}
+
+static bool exists_at(int dfd, const char *name, mode_t type)
+{
+	struct stat st;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return false;
+	return !type || (st.st_mode & S_IFMT) == type;
+}
+
+/* What git accepts as a git directory: HEAD, and objects/ + refs/ or a commondir file. */
+static bool is_gitdir(const char *dir)
+{
+	_cleanup_close_ int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || !exists_at(dfd, "HEAD", 0))
+		return false;
+	return exists_at(dfd, "commondir", S_IFREG) ||
+	       (exists_at(dfd, "objects", S_IFDIR) && exists_at(dfd, "refs", S_IFDIR));
+}
+
+/* The git directory holding dir (or dir itself), else the top of the work tree around it. */
+static int locate(struct guard *g, const char *dir, const char **ret_gitdir, const char **ret_root)
+{
+	if (!g->loc_dir || strcmp(g->loc_dir, dir) != 0) {
+		free(g->loc_dir);
+		free(g->loc_gitdir);
+		free(g->loc_root);
+		g->loc_gitdir = g->loc_root = NULL;
+		if (!(g->loc_dir = strdup(dir)))
+			return -ENOMEM;
+		_cleanup_free_ char *d = strdup(dir);
+		if (!d)
+			return -ENOMEM;
+		for (;;) {
+			if (is_gitdir(d)) {
+				g->loc_gitdir = strdup(d);
+				break;
+			}
+			_cleanup_close_ int dfd = open(d, O_PATH | O_DIRECTORY | O_CLOEXEC);
+			if (dfd >= 0 && exists_at(dfd, ".git", 0)) {
+				g->loc_root = strdup(d);
+				break;
+			}
+			char *slash = strrchr(d, '/');
+			if (!slash || slash == d)
+				break;
+			*slash = '\0';
+		}
+	}
+	*ret_gitdir = g->loc_gitdir;
+	*ret_root = g->loc_root;
+	return 0;
+}
+
+static int resolve_against(const char *base_dir, const char *home, const char *p, char **ret)
+{
+	_cleanup_strbuf_ struct strbuf j = STRBUF_INIT, n = STRBUF_INIT;
+	int r;
+	if (p[0] == '~' && p[1] == '/') {
+		if (!home)
+			return -ENOENT;
+		r = path_join(home, p + 2, &j);
+	} else {
+		r = path_join(base_dir, p, &j);
+	}
+	if (r < 0 || (r = path_normalise(j.buf, &n)) < 0)
+		return r;
+	char *real = realpath(n.buf, NULL);
+	*ret = real ? real : strbuf_steal(&n);
+	return *ret ? 0 : -ENOMEM;
+}
+
+static int dir_of(const char *path, char **ret)
+{
+	const char *name;
+	return path_split(path, ret, &name);
+}
+
+static int add_include(struct repo *r, char *path)
+{
+	for (size_t i = 0; i < r->n_includes; i++)
+		if (!strcmp(r->includes[i], path)) {
+			free(path);
+			return 0;
+		}
+	char **v = reallocarray(r->includes, r->n_includes + 1, sizeof *v);
+	if (!v) {
+		free(path);
+		return -ENOMEM;
+	}
+	r->includes = v;
+	v[r->n_includes++] = path;
+	return 1;
+}
+
+/* Read one config file of a repository: its hooks path, and the files it includes (recursively). */
+/*
+ * Could the file name a hooks path or include another? Key and section names cannot be split or
+ * escaped in git's syntax, so without these words (any case) it does neither, and git need not be
+ * started for it (once per run, for the repository's config).
+ */
+static bool may_redirect(const char *cfg)
+{
+	_cleanup_close_ int fd = open(cfg, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	_cleanup_strbuf_ struct strbuf c = STRBUF_INIT;
+	if (fd < 0)
+		return false;
+	if (read_fd(fd, CONFIG_LIST_MAX, &c) < 0 || !strbuf_cstr(&c))
+		return true;
+	for (size_t i = 0; i < c.len; i++)
+		c.buf[i] = (char)((c.buf[i] >= 'A' && c.buf[i] <= 'Z') ? c.buf[i] + 32 : c.buf[i]);
+	return memmem(c.buf, c.len, "include", 7) || memmem(c.buf, c.len, "hookspath", 9);
+}
+
+static int repo_read_config(struct guard *g, struct repo *rp, const char *cfg, int depth)
+{
+	struct git_config_entry *v;
+	size_t n;
+	if (depth > INCLUDE_DEPTH_MAX || rp->n_includes >= INCLUDE_FILES_MAX ||
+	    !may_redirect(cfg) || git_list_path(cfg, &v, &n) < 0)
+		return 0;
+	_cleanup_free_ char *cdir = NULL;
+	int r = dir_of(cfg, &cdir);
+	for (size_t i = 0; r >= 0 && i < n; i++) {
+		if (!v[i].value || !v[i].value[0])
+			continue;
+		if (!strcmp(v[i].key, "core.hookspath")) {
+			free(rp->hooks_path);
+			rp->hooks_path = NULL;
+			r = resolve_against(rp->root, g->o->home, v[i].value, &rp->hooks_path);
+		} else if (!strcmp(v[i].key, "include.path") ||
+			   (!strncmp(v[i].key, "includeif.", 10) &&
+			    has_suffix(v[i].key, ".path"))) {
+			char *inc = NULL;
+			if (resolve_against(cdir, g->o->home, v[i].value, &inc) < 0)
+				continue;
+			_cleanup_free_ char *keep = strdup(inc);
+			r = add_include(rp, inc);
+			if (r > 0 && keep)
+				r = repo_read_config(g, rp, keep, depth + 1);
+		}
+	}
+	git_config_entries_free(v, n);
+	return r < 0 ? r : 0;
+}
+
+static int add_file(struct repo *rp, int dfd, const char *name)
+{
+	struct stat st;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+		return 0;
+	struct stat *v = reallocarray(rp->files, rp->n_files + 1, sizeof *v);
+	if (!v)
+		return -ENOMEM;
+	rp->files = v;
+	v[rp->n_files++] = st;
+	return 0;
+}
+
+static int add_dir_files(struct repo *rp, const char *dir, bool hooks)
+{
+	DIR *d = dir ? opendir(dir) : NULL;
+	if (!d)
+		return 0;
+	int r = 0;
+	struct dirent *de;
+	while (r >= 0 && (de = readdir(d)))
+		if (de->d_name[0] != '.' && (!hooks || hook_name(de->d_name)))
+			r = add_file(rp, dirfd(d), de->d_name);
+	closedir(d);
+	return r;
+}
+
+/* The inodes of what git reads for the repository: another name of one would change it unseen. */
+static int repo_collect_files(struct repo *rp)
+{
+	int r = 0;
+	for (size_t i = 0; r >= 0 && i < rp->n_includes; i++)
+		r = add_file(rp, AT_FDCWD, rp->includes[i]);
+	if (r >= 0)
+		r = add_dir_files(rp, rp->hooks_path, false);
+	if (r >= 0 && rp->gitdir) {
+		_cleanup_strbuf_ struct strbuf h = STRBUF_INIT;
+		_cleanup_close_ int dfd = open(rp->gitdir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (dfd >= 0 && (r = add_file(rp, dfd, "config")) >= 0)
+			r = add_file(rp, dfd, "config.worktree");
+		if (r >= 0 && strbuf_printf(&h, "%s/hooks", rp->gitdir) >= 0)
+			r = add_dir_files(rp, h.buf, true);
+	}
+	return r;
+}
+
+static int repo_get(struct guard *g, const char *root, struct repo **ret)
+{
+	for (size_t i = 0; i < g->n_repos; i++)
+		if (!strcmp(g->repos[i].root, root)) {
+			*ret = &g->repos[i];
+			return 0;
+		}
+	struct repo *v = reallocarray(g->repos, g->n_repos + 1, sizeof *v);
+	if (!v)
+		return -ENOMEM;
+	g->repos = v;
+	struct repo *rp = &v[g->n_repos];
+	*rp = (struct repo){.root = strdup(root)};
+	if (!rp->root)
+		return -ENOMEM;
+	g->n_repos++;
+	*ret = rp;
+
+	_cleanup_strbuf_ struct strbuf dotgit = STRBUF_INIT;
+	if (strbuf_printf(&dotgit, "%s/.git", root) < 0)
+		return -ENOMEM;
+	struct stat st;
+	if (lstat(dotgit.buf, &st) < 0)
+		return 0;
+	if (S_ISDIR(st.st_mode)) {
+		rp->gitdir = strbuf_steal(&dotgit);
+	} else if (S_ISREG(st.st_mode)) {
+		_cleanup_close_ int fd = open(dotgit.buf, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		_cleanup_strbuf_ struct strbuf c = STRBUF_INIT;
+		_cleanup_free_ char *t = NULL;
+		if (fd < 0 || read_fd(fd, GITFILE_MAX, &c) < 0 ||
+		    git_guard_parse_gitfile(c.buf ? c.buf : "", c.len, &t) < 0 ||
+		    resolve_against(root, NULL, t, &rp->gitdir) < 0)
+			return 0;
+	} else {
+		return 0;
+	}
+	static const char *const cfgs[] = {"config", "config.worktree", "commondir"};
+	for (size_t i = 0; i < ELEMENTSOF(cfgs); i++) {
+		_cleanup_strbuf_ struct strbuf p = STRBUF_INIT;
+		if (strbuf_printf(&p, "%s/%s", rp->gitdir, cfgs[i]) < 0)
+			return -ENOMEM;
+		if (i < 2) {
+			int r = repo_read_config(g, rp, p.buf, 0);
+			if (r < 0)
+				return r;
+			continue;
+		}
+		/* a linked work tree: the common directory's config too */
+		_cleanup_close_ int fd = open(p.buf, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		_cleanup_strbuf_ struct strbuf c = STRBUF_INIT;
+		if (fd < 0 || read_fd(fd, GITFILE_MAX, &c) < 0 || !c.len)
+			continue;
+		while (c.len && c.buf[c.len - 1] == '\n')
+			c.buf[--c.len] = '\0';
+		_cleanup_free_ char *common = NULL;
+		_cleanup_strbuf_ struct strbuf cc = STRBUF_INIT;
+		if (resolve_against(rp->gitdir, NULL, c.buf, &common) < 0 ||
+		    strbuf_printf(&cc, "%s/config", common) < 0)
+			continue;
+		int r = repo_read_config(g, rp, cc.buf, 0);
+		if (r < 0)
+			return r;
+	}
+	return repo_collect_files(rp);
+}
+
+static bool same_as_preimage(struct guard *g, const struct store_record *pre, const char *path)
+{
+	if (!pre || pre->kind != STORE_KIND_FILE || pre->not_backed_up || !pre->hash[0])
+		return false;
+	_cleanup_close_ int a = store_object_open(g->s, pre->hash);
+	_cleanup_close_ int b = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	struct stat sa, sb;
+	if (a < 0 || b < 0 || fstat(a, &sa) < 0 || fstat(b, &sb) < 0 || !S_ISREG(sb.st_mode) ||
+	    sa.st_size != sb.st_size || (sb.st_mode & 07777) != (pre->mode & 07777))
+		return false;
+	char x[16384], y[16384];
+	for (;;) {
+		ssize_t m = read(a, x, sizeof x), k = read(b, y, sizeof y);
+		if (m < 0 || m != k || memcmp(x, y, (size_t)m) != 0)
+			return false;
+		if (m == 0)
+			return true;
+	}
+}
+
+/* A value of core.worktree that stays in the workspace only moves git within it (submodules). */
+static bool inert_value(struct guard *g, const char *key, const char *value, const char *gitdir)
+{
+	if (strcmp(key, "core.worktree") != 0 || !value || !gitdir)
+		return false;
+	_cleanup_free_ char *t = NULL;
+	return resolve_against(gitdir, NULL, value, &t) >= 0 && path_is_under(t, g->o->workspace);
+}
+
+static bool entry_in(const struct git_config_entry *v, size_t n, const struct git_config_entry *e)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(v[i].key, e->key) &&
+		    (v[i].value == e->value ||
+		     (v[i].value && e->value && !strcmp(v[i].value, e->value))))
+			return true;
+	return false;
+}
+
+static int check_config(struct guard *g, const char *path, const struct store_record *pre,
+			const char *undo, const char *gitdir)
+{
+	if (g->o->allow_exec_config)
+		return 0;
+	/* git writes its config by renaming a lock file: one name, never a link. Another name
+	 * would let a later turn change it unseen. */
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return 0; /* gone: nothing for git to read */
+	bool grant = granted(g, path);
+	if (!grant && (S_ISLNK(st.st_mode) || st.st_nlink > 1))
+		return add_block(g, path, undo,
+				 S_ISLNK(st.st_mode) ? "git-config: a symlink"
+						     : "git-config: has other hard links");
+	if (same_as_preimage(g, pre, path))
+		return 0;
+	struct git_config_entry *post = NULL, *old = NULL;
+	size_t npost = 0, nold = 0;
+	int r = g->no_git ? -ENOENT : git_list_path(path, &post, &npost);
+	if (r == -ENOENT)
+		g->no_git = true;
+	if (r < 0)
+		return add_block(g, path, undo,
+				 g->no_git ? "git-config: changed (git is not installed to read it)"
+					   : "git-config: changed and does not parse");
+	if (pre && pre->kind == STORE_KIND_FILE && !pre->not_backed_up && pre->hash[0]) {
+		_cleanup_close_ int fd = store_object_open(g->s, pre->hash);
+		if (fd < 0 || git_list_fd(fd, &old, &nold) < 0)
+			old = NULL, nold = 0;
+	}
+	/* each new exec-capable entry: approved now (remembered), before, or a block */
+	_cleanup_strbuf_ struct strbuf what = STRBUF_INIT;
+	_cleanup_free_ size_t *blocked = calloc(npost + 1, sizeof *blocked);
+	size_t nblocked = 0;
+	if (!blocked)
+		what.oom = true;
+	for (size_t i = 0; i < npost; i++) {
+		const struct git_config_entry *e = &post[i];
+		if (!git_guard_exec_key(e->key) || entry_in(old, nold, e) ||
+		    inert_value(g, e->key, e->value, gitdir))
+			continue;
+		_cleanup_strbuf_ struct strbuf kv = STRBUF_INIT;
+		strbuf_appends(&kv, e->key);
+		if (e->value) {
+			strbuf_appendc(&kv, '=');
+			strbuf_appends(&kv, e->value);
+		}
+		if (!strbuf_cstr(&kv)) {
+			what.oom = true;
+			break;
+		}
+		if (grant)
+			accept(g, path, kv.buf);
+		if (grant || is_accepted(g, path, kv.buf))
+			continue;
+		strbuf_appends(&what, what.len ? "; " : "git-config: ");
+		strbuf_appends(&what, kv.buf);
+		blocked[nblocked++] = i;
+	}
+	r = what.oom ? -ENOMEM : what.len ? add_block(g, path, undo, what.buf) : 0;
+	for (size_t i = 0; r >= 0 && i < nblocked; i++)
+		r = add_unset(g, path, &post[blocked[i]]);
+	git_config_entries_free(post, npost);
+	git_config_entries_free(old, nold);
+	return r;
+}
+
+static int check_hook(struct guard *g, const char *path, const struct store_record *pre,
+		      const char *undo)
+{
+	if (g->o->allow_hooks || approved(g, path))
+		return 0;
+	struct stat st;
+	if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 1)
+		return add_block(g, path, undo, "git-hook: has other hard links");
+	if (same_as_preimage(g, pre, path))
+		return 0;
+	return add_block(g, path, undo, "git-hook: new or changed");
+}
+
+/* A ".git" file may name only a git directory brokered guards like ".git" itself. */
+static int check_gitfile(struct guard *g, const char *path, const struct store_record *pre,
+			 const char *undo)
+{
+	if (approved(g, path) || same_as_preimage(g, pre, path))
+		return 0;
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	_cleanup_strbuf_ struct strbuf c = STRBUF_INIT, what = STRBUF_INIT;
+	_cleanup_free_ char *t = NULL, *dir = NULL, *target = NULL;
+	if (fd < 0)
+		return 0;
+	int r = read_fd(fd, GITFILE_MAX, &c);
+	if (r == -EFBIG)
+		return add_block(g, path, undo, "gitfile: too large to check");
+	if (r < 0 || git_guard_parse_gitfile(c.buf ? c.buf : "", c.len, &t) < 0)
+		return 0; /* git refuses a .git file that is not "gitdir: ..." */
+	if ((r = dir_of(path, &dir)) < 0 || (r = resolve_against(dir, NULL, t, &target)) < 0)
+		return r;
+	if (path_is_under(target, g->o->workspace)) {
+		const char *m = strstr(target, "/.git/modules/"),
+			   *w = strstr(target, "/.git/worktrees/");
+		if (m && m[14] && m[14] != '/')
+			return 0;
+		if (w && w[16] && w[16] != '/' && !strchr(w + 16, '/'))
+			return 0;
+	}
+	strbuf_printf(&what, "gitfile: gitdir: %s", t);
+	return what.oom ? -ENOMEM : add_block(g, path, undo, what.buf);
+}
+
+/* Is path a hook under the repository's core.hooksPath, or a file its config includes? 1: it
+ * was judged. */
+static int repo_file(struct guard *g, size_t idx, const char *path, const struct stat *st,
+		     const struct store_record *pre, const char *undo)
+{
+	const struct repo *rp = &g->repos[idx];
+	for (size_t i = 0; st->st_nlink > 1 && S_ISREG(st->st_mode) && i < rp->n_files; i++)
+		if (rp->files[i].st_ino == st->st_ino && rp->files[i].st_dev == st->st_dev) {
+			int r = add_block(g, path, undo, "git: another name of a file git reads");
+			return r < 0 ? r : 1;
+		}
+	if (rp->hooks_path && path_is_under(path, rp->hooks_path) && strcmp(path, rp->hooks_path)) {
+		int r = check_hook(g, path, pre, undo);
+		return r < 0 ? r : 1;
+	}
+	for (size_t i = 0; i < rp->n_includes; i++)
+		if (!strcmp(rp->includes[i], path)) {
+			int r = check_config(g, path, pre, undo, rp->gitdir);
+			return r < 0 ? r : 1;
+		}
+	return 0;
+}
+
+static int add_extra(struct guard *g, const char *root)
+{
+	struct repo *rp;
+	int r = repo_get(g, root, &rp);
+	if (r < 0)
+		return r;
+	size_t *v = reallocarray(g->extra, g->n_extra + 1, sizeof *v);
+	if (!v)
+		return -ENOMEM;
+	g->extra = v;
+	v[g->n_extra++] = (size_t)(rp - g->repos);
+	return 0;
+}
+
+/*
+ * Repositories whose includes or hooksPath may name a file outside their own work tree: the one
+ * around the workspace and those directly in it (the first EXTRA_REPOS_MAX).
+ */
+static int load_extra(struct guard *g)
+{
+	if (g->extra_loaded)
+		return 0;
+	g->extra_loaded = true;
+	const char *gitdir, *root;
+	int r = locate(g, g->o->workspace, &gitdir, &root);
+	if (r < 0)
+		return r;
+	if (root) {
+		_cleanup_free_ char *copy = strdup(root);
+		if (!copy || (r = add_extra(g, copy)) < 0)
+			return copy ? r : -ENOMEM;
+	}
+	DIR *d = opendir(g->o->workspace);
+	if (!d)
+		return 0;
+	struct dirent *de;
+	while (r >= 0 && g->n_extra < EXTRA_REPOS_MAX && (de = readdir(d))) {
+		_cleanup_strbuf_ struct strbuf p = STRBUF_INIT;
+		if (de->d_name[0] == '.' && (!de->d_name[1] || !strcmp(de->d_name, "..")))
+			continue;
+		if (strbuf_printf(&p, "%s/%s/.git", g->o->workspace, de->d_name) < 0) {
+			r = -ENOMEM;
+			break;
+		}
+		if (faccessat(dirfd(d), p.buf, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		p.buf[p.len - 5] = '\0';
+		r = add_extra(g, p.buf);
+	}
+	closedir(d);
+	return r;
+}
+
+/* One file as it is now, whose state before the turn is pre (NULL: it did not exist). */
+static int consider(struct guard *g, const char *path, const struct store_record *pre,
+		    const char *undo)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
+		return 0;
+	_cleanup_free_ char *dir = NULL;
+	const char *name;
+	int r = path_split(path, &dir, &name);
+	if (r < 0)
+		return 0;
+	if (!strcmp(name, ".git")) {
+		if (S_ISLNK(st.st_mode))
+			return granted(g, path) ? 0
+						: add_block(g, path, undo, "gitfile: a symlink");
+		return check_gitfile(g, path, pre, undo);
+	}
+	const char *gitdir, *root;
+	if ((r = locate(g, dir, &gitdir, &root)) < 0)
+		return r;
+	if (gitdir) {
+		const char *rel = path + strlen(gitdir) + 1;
+		if (config_rel(rel))
+			return check_config(g, path, pre, undo, gitdir);
+		if (hook_rel(rel))
+			return check_hook(g, path, pre, undo);
+		return 0;
+	}
+	size_t own = SIZE_MAX;
+	if (root) {
+		struct repo *rp;
+		_cleanup_free_ char *root_copy = strdup(root);
+		if (!root_copy)
+			return -ENOMEM;
+		if ((r = repo_get(g, root_copy, &rp)) < 0)
+			return r;
+		own = (size_t)(rp - g->repos);
+		if ((r = repo_file(g, own, path, &st, pre, undo)) != 0)
+			return r < 0 ? r : 0;
+	}
+	if ((r = load_extra(g)) < 0)
+		return r;
+	for (size_t i = 0; i < g->n_extra; i++)
+		if (g->extra[i] != own &&
+		    (r = repo_file(g, g->extra[i], path, &st, pre, undo)) != 0)
+			return r < 0 ? r : 0;
+	return 0;
+}
+
+/* Everything below a directory the turn brought in under a new name; recorded files are judged by
+ * their own records. */
+static int walk(struct guard *g, const char *dir, const char *undo, int depth)
+{
+	if (depth > WALK_DEPTH_MAX)
+		return add_block(g, dir, undo, "git: tree too deep to check");
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return 0;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -ENOMEM;
+	}
+	int r = 0;
+	struct dirent *de;
+	while (r >= 0 && (de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		_cleanup_strbuf_ struct strbuf p = STRBUF_INIT;
+		if (strbuf_printf(&p, "%s/%s", dir, de->d_name) < 0) {
+			r = -ENOMEM;
+			break;
+		}
+		struct stat st;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode))
+			r = walk(g, p.buf, undo, depth + 1);
+		else if (!find_record(g, p.buf))
+			r = consider(g, p.buf, NULL, undo);
+	}
+	closedir(d);
+	return r;
+}
+
+/* A directory that became a git directory in this turn: its hooks and config are all new. */
+static int born(struct guard *g, const char *gitdir, const char *undo)
+{
+	static const char *const cfgs[] = {"config", "config.worktree"};
+	for (size_t i = 0; i < ELEMENTSOF(cfgs); i++) {
+		_cleanup_strbuf_ struct strbuf p = STRBUF_INIT;
+		if (strbuf_printf(&p, "%s/%s", gitdir, cfgs[i]) < 0)
+			return -ENOMEM;
+		int r = check_config(g, p.buf, NULL, undo, gitdir);
+		if (r < 0)
+			return r;
+	}
+	_cleanup_strbuf_ struct strbuf h = STRBUF_INIT;
+	if (strbuf_printf(&h, "%s/hooks", gitdir) < 0)
+		return -ENOMEM;
+	DIR *d = opendir(h.buf);
+	if (!d)
+		return 0;
+	int r = 0;
+	struct dirent *de;
+	while (r >= 0 && (de = readdir(d))) {
+		_cleanup_strbuf_ struct strbuf p = STRBUF_INIT;
+		struct stat st;
+		if (!hook_name(de->d_name) || de->d_name[0] == '.' ||
+		    strbuf_printf(&p, "%s/%s", h.buf, de->d_name) < 0 ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    S_ISDIR(st.st_mode))
+			continue;
+		r = check_hook(g, p.buf, NULL, undo);
+	}
+	closedir(d);
+	return r;
+}
+
+static bool gitdir_defining(const char *name)
+{
+	return !strcmp(name, "HEAD") || !strcmp(name, "objects") || !strcmp(name, "refs") ||
+	       !strcmp(name, "commondir");
+}
+
+static int cmp_block(const void *a, const void *b)
+{
+	return strcmp(((const struct git_guard_block *)a)->path,
+		      ((const struct git_guard_block *)b)->path);
+}
+
+static void guard_done(struct guard *g)
+{
+	store_records_free(g->recs, g->n_recs);
+	for (size_t i = 0; i < g->n_repos; i++) {
+		free(g->repos[i].root);
+		free(g->repos[i].gitdir);
+		free(g->repos[i].hooks_path);
+		for (size_t k = 0; k < g->repos[i].n_includes; k++)
+			free(g->repos[i].includes[k]);
+		free(g->repos[i].includes);
+		free(g->repos[i].files);
+	}
+	free(g->repos);
+	free(g->extra);
+	for (size_t i = 0; i < g->n_acc; i++) {
+		free(g->acc[i].path);
+		free(g->acc[i].token);
+	}
+	free(g->acc);
+	strbuf_free(&g->acc_new);
+	free(g->loc_dir);
+	free(g->loc_gitdir);
+	free(g->loc_root);
+}
+
+int git_guard_check(struct store *s, const char *turn_id, const struct git_guard_options *o,
+		    struct git_guard_block **ret, size_t *ret_n)
+{
+	struct guard g = {.s = s, .turn_id = turn_id, .o = o};
+	*ret = NULL;
+	*ret_n = 0;
+	int r = store_turn_records(s, turn_id, &g.recs, &g.n_recs);
+	if (r >= 0)
+		r = accepted_load(&g);
+	const char *walked = NULL; /* the last tree walked: trees below it were walked with it */
+	for (size_t i = 0; r >= 0 && i < g.n_recs; i++) {
+		const struct store_record *rec = &g.recs[i];
+		struct stat st;
+		if (lstat(rec->path, &st) < 0)
+			continue;
+		if (!S_ISDIR(st.st_mode)) {
+			r = consider(&g, rec->path, rec, rec->path);
+		} else if ((rec->kind != STORE_KIND_DIR || rec->ino != (uint64_t)st.st_ino) &&
+			   !(walked && path_is_under(rec->path, walked))) {
+			walked = rec->path;
+			r = walk(&g, rec->path, rec->path, 0);
+		}
+		/* HEAD, objects, refs or commondir made here: the directory may have become a
+		 * gitdir */
+		_cleanup_free_ char *dir = NULL;
+		const char *name;
+		if (r >= 0 && rec->kind == STORE_KIND_ABSENT &&
+		    path_split(rec->path, &dir, &name) >= 0 && gitdir_defining(name) &&
+		    is_gitdir(dir))
+			r = born(&g, dir, rec->path);
+	}
+	if (r >= 0)
+		r = accepted_save(&g);
+	if (r >= 0) {
+		if (g.n_blocks)
+			qsort(g.blocks, g.n_blocks, sizeof *g.blocks, cmp_block);
+		*ret = TAKE_PTR(g.blocks);
+		*ret_n = g.n_blocks;
+		g.n_blocks = 0;
+	}
+	git_guard_blocks_free(g.blocks, g.n_blocks);
+	guard_done(&g);
+	return r < 0 ? r : 0;
+}
+
+int git_guard_remove_keys(const struct git_guard_block *b)
+{
+	static const char *const envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
+					   "HOME=/nonexistent",
+					   "GIT_CONFIG_NOSYSTEM=1",
+					   "GIT_CONFIG_GLOBAL=/dev/null",
+					   "GIT_DIR=/nonexistent",
+					   "LC_ALL=C",
+					   NULL};
+	if (!b->n_unset)
+		return -EINVAL;
+	for (size_t i = 0; i < b->n_unset; i++) {
+		const char *argv[] = {"git",	       "config",	  "--file",
+				      b->path,	       "--fixed-value",	  "--unset-all",
+				      b->unset[i].key, b->unset[i].value, NULL};
+		if (!b->unset[i].value)
+			argv[4] = "--unset-all", argv[5] = b->unset[i].key, argv[6] = NULL;
+		posix_spawn_file_actions_t fa;
+		posix_spawn_file_actions_init(&fa);
+		posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+		posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+		posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+		posix_spawn_file_actions_addchdir_np(&fa, "/");
+		pid_t pid;
+		int r =
+		    -posix_spawnp(&pid, "git", &fa, NULL, (char *const *)argv, (char *const *)envp);
+		posix_spawn_file_actions_destroy(&fa);
+		if (r < 0)
+			return r;
+		int st;
+		while (waitpid(pid, &st, 0) < 0)
+			if (errno != EINTR)
+				return -errno;
+		/* 5: the entry is gone already */
+		if (!WIFEXITED(st) || (WEXITSTATUS(st) != 0 && WEXITSTATUS(st) != 5))
+			return -EIO;
+	}
+	return 0;
+}
+
+void git_guard_blocks_free(struct git_guard_block *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		git_config_entries_free(v[i].unset, v[i].n_unset);
+		free(v[i].path);
+		free(v[i].undo);
+		free(v[i].what);
+	}
+	free(v);
+}
