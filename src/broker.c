@@ -875,7 +875,7 @@ static int do_unlink(struct broker *b, const struct broker_req *q, struct broker
 		if (dfd >= 0) {
 			DIR *d = fdopendir(dfd);
 			if (d) {
-				dfd = -1;
+				(void)TAKE_FD(dfd);
 				struct dirent *de;
 				bool empty = true;
 				while ((de = readdir(d)))
@@ -1249,6 +1249,7 @@ static int do_link(struct broker *b, const struct broker_req *q, struct broker_r
 		proc_fd_path(p, sizeof p, src.obj_fd);
 		r = linkat(AT_FDCWD, p, res->parent_fd, res->name, AT_SYMLINK_FOLLOW);
 	} else {
+		assert(src.parent_fd >= 0 && src.name); /* resolved by its parent and name */
 		r = linkat(src.parent_fd, src.name, res->parent_fd, res->name, 0);
 	}
 	if (r < 0) {
@@ -1299,6 +1300,9 @@ static int do_meta(struct broker *b, const struct broker_req *q, struct broker_r
 	}
 	if (q->op == BROKER_OP_CHMOD && !follow && S_ISLNK(res->st.st_mode))
 		return -EOPNOTSUPP;
+	/* A symlink is backed up and changed by its name; an fd of one (O_PATH) has none. */
+	if (S_ISLNK(res->st.st_mode) && !res->name)
+		return -EOPNOTSUPP;
 	/* Set-ID bits the file does not have yet: refused, named files and unnamed ones alike (an
 	 * O_TMPFILE made setuid would keep the bits when linked in). */
 	if (q->op == BROKER_OP_CHMOD && (q->mode & SETID_BITS & ~res->st.st_mode) &&
@@ -1311,7 +1315,8 @@ static int do_meta(struct broker *b, const struct broker_req *q, struct broker_r
 	_cleanup_close_ int own_fd = -1;
 	int ofd = res->obj_fd;
 	if (ofd < 0) {
-		ofd = own_fd = openat(res->parent_fd, res->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		own_fd = openat(res->parent_fd, res->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		ofd = own_fd;
 		struct stat st;
 		if (ofd >= 0 && (fstat(ofd, &st) < 0 || !stat_inode_same(&st, &res->st)))
 			return -EAGAIN;

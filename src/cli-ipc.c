@@ -235,7 +235,7 @@ int cli_serve(int argc, char **argv)
 	_cleanup_free_ char *scratch_real = realpath(scratch, NULL);
 	so.scratch = scratch_real;
 	_cleanup_free_ char *err = NULL;
-	if (!scratch_real || (r = session_open(&so, &s, &err)) < 0) {
+	if (!scratch_real || session_open(&so, &s, &err) < 0) {
 		log_error("%s", err ? err : "Failed to open the session");
 		goto out;
 	}

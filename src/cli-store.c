@@ -202,6 +202,7 @@ static int open_store(const struct opts *o, struct store **ret)
 {
 	_cleanup_free_ char *sid = NULL, *sd = NULL;
 	int r;
+	*ret = NULL;
 	if (o->session) {
 		if (!store_id_valid(o->session))
 			return log_error_errno(EINVAL, "Invalid session id \"%s\"", o->session);

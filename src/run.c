@@ -816,7 +816,7 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 	if ((r = supervisor_new(rs.listener, a->broker, &sv)) < 0) {
 		log_error_errno(r, "Failed to start the supervisor: %m");
 		kill(rs.child, SIGKILL);
-	} else if ((r = supervise(&rs, sv, ipc, c->audit, sfd)) < 0) {
+	} else if (supervise(&rs, sv, ipc, c->audit, sfd) < 0) {
 		kill(rs.child, SIGKILL);
 	}
 	/* Reap whatever is left (all sandboxed processes are gone once the listener hung up). */

@@ -131,7 +131,7 @@ static int ll_allow_reads_around(int ruleset, const char *dir, const char *const
 	DIR *d = fdopendir(fd);
 	if (!d)
 		return negative_errno();
-	fd = -1;
+	(void)TAKE_FD(fd);
 	int r = 0;
 	struct dirent *de;
 	struct strbuf sb = STRBUF_INIT;

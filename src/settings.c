@@ -106,8 +106,8 @@ static int set_message(struct settings_error *err, struct strbuf *sb)
 	return 0;
 }
 
-/* err->message = "NAME: " fmt ...; returns r. */
-_printf_(3, 4) static int errorf(struct loader *l, int r, const char *fmt, ...)
+/* err->message = "NAME: " fmt ... */
+_printf_(2, 3) static void set_errorf(struct loader *l, const char *fmt, ...)
 {
 	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
 	va_list ap;
@@ -116,8 +116,11 @@ _printf_(3, 4) static int errorf(struct loader *l, int r, const char *fmt, ...)
 	strbuf_vprintf(&sb, fmt, ap);
 	va_end(ap);
 	(void)set_message(l->err, &sb);
-	return r;
 }
+
+/* The same, and returns r: a macro, so that the caller's code shows the error it returns (the
+ * analyzer does not follow a call with variable arguments). */
+#define errorf(l, r, ...) (set_errorf((l), __VA_ARGS__), (r))
 
 static int type_error(struct loader *l, const char *key, const char *want,
 		      const struct json_value *v)

@@ -1697,7 +1697,7 @@ int store_turn_info_get(struct store *s, const char *id, struct store_turn_info 
 	}
 	struct store_record *v;
 	size_t n;
-	if ((r = store_turn_records(s, id, &v, &n)) >= 0) {
+	if (store_turn_records(s, id, &v, &n) >= 0) {
 		m.n_paths = n;
 		store_records_free(v, n);
 	}
@@ -1986,8 +1986,8 @@ static int remove_tree_at(int dirfd, const char *name)
 
 static int gc_collect_refs(struct store *s, struct path_set *refs)
 {
-	struct store_turn_info *v;
-	size_t n;
+	struct store_turn_info *v = NULL;
+	size_t n = 0;
 	int r = store_list_turns(s, &v, &n);
 	for (size_t i = 0; r >= 0 && i < n; i++) {
 		_cleanup_close_ int tfd = open_dir_at(s->turns_fd, v[i].id);
@@ -2008,7 +2008,7 @@ static int gc_collect_refs(struct store *s, struct path_set *refs)
 				r = set_add(refs, recs[k].hash);
 		store_records_free(recs, nrec);
 	}
-	store_turn_infos_free(v, r >= 0 ? n : 0);
+	store_turn_infos_free(v, n);
 	return r < 0 ? r : 0;
 }
 

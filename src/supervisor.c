@@ -827,7 +827,7 @@ int supervisor_handle_one(struct supervisor *s)
 	struct pending_notif pend[BATCH_MAX];
 	size_t n = 0;
 	for (size_t k = 0; k < BATCH_MAX; k++) {
-		if (k > 0 && (!listener_ready(s) || (r = receive(s)) <= 0))
+		if (k > 0 && (!listener_ready(s) || receive(s) <= 0))
 			break;
 		struct pending_notif p = {s->req->id, (pid_t)s->req->pid, s->req->data};
 		if (handle(s, p.id, p.tid, &p.data, true) == 1)

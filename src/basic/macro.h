@@ -2,6 +2,7 @@
 /* Small language helpers: cleanup attributes and ownership transfer (systemd style). */
 #pragma once
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -49,10 +50,12 @@ static inline void freep(void *p)
 #define _cleanup_free_ _cleanup_(freep)
 
 /* -errno of the last failing libc call; never 0, so a caller cannot mistake it for success. */
-static inline int negative_errno(void)
-{
-	return errno > 0 ? -errno : -EIO;
-}
+#define negative_errno()                                                                           \
+	({                                                                                         \
+		int _e = errno > 0 ? -errno : -EIO;                                                \
+		assert(_e < 0);                                                                    \
+		_e;                                                                                \
+	})
 
 /* Retry a libc call interrupted by a signal. */
 #define RETRY_EINTR(expr)                                                                          \

@@ -51,5 +51,16 @@ ok $([ "$n1" -gt "$n0" ] && echo 0 || echo 1) "fchmodat2(fd, NULL): the refusal 
 # the same fd calls on a workspace file are allowed (and backed up)
 attempt "fchmod on a read-only fd of a workspace file (allowed)" 'ok' - - -- "$ESC" fd wsfile r fchmod 0600
 is "$(stat -c %a "$WS/wsfile")" 600 "fchmod on a workspace file took effect"
+# an O_PATH fd of a symlink: the broker backs a symlink up and changes it by its name, which such an
+# fd does not have, so these are refused (never done unbacked)
+ln -s wsfile "$WS/wslink"
+c0=$(stat -c %z "$WS/wslink")
+for op in "fchownat-empty $U $G" "utimensat-empty" "fchmodat-empty 0600" "futimens"; do
+	attempt "${op%% *} on an O_PATH fd of a workspace symlink (refused)" 'EOPNOTSUPP|EBADF' - - -- \
+		"$ESC" fd wslink path,nofollow $op
+done
+is "$(stat -c %z "$WS/wslink")" "$c0" "the symlink was not changed through its fd"
+attempt "touch -h on a workspace symlink by name (allowed)" - - - -- touch -h -d '2002-01-01 00:00:00 UTC' wslink
+is "$(stat -c %Y "$WS/wslink")" 1009843200 "touch -h by name changed the symlink's mtime"
 broker_alive "broker still works after the fd metadata attempts"
 done_testing

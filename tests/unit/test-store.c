@@ -777,6 +777,37 @@ static void test_gc(struct store *s)
 	store_turn_infos_free(v, n);
 }
 
+/* A turn whose manifest cannot be read: gc cannot know which objects it needs, so it fails and
+ * removes nothing (the sanitizer build also checks that the listed turns are freed). */
+static void test_gc_bad_manifest(struct store *s)
+{
+	reset_ws();
+	puts_ws("g", "kept by gc\n");
+	_cleanup_free_ char *before = snapshot();
+	struct store_turn *t;
+	bool owned;
+	if (store_turn_join_or_begin(s, &opts, NULL, "gc", &t, &owned) < 0) {
+		ok(0, "turn for the gc test");
+		return;
+	}
+	is_int(op_write(t, "g", "changed\n"), 0, "g changed in a turn");
+	_cleanup_free_ char *id = strdup(store_turn_id(t));
+	store_turn_commit(t, NULL);
+	char mp[1024];
+	snprintf(mp, sizeof mp, "%s/sessions/unit/modify_backup/turns/%s/manifest", state, id);
+	char aside[1100];
+	snprintf(aside, sizeof aside, "%s.aside", mp);
+	ok(rename(mp, aside) == 0 && symlink("elsewhere", mp) == 0,
+	   "manifest replaced by a symlink");
+	struct store_gc_stats gs = {0};
+	ok(store_gc(s, 86400, &gs) < 0 && gs.objects_removed == 0,
+	   "gc fails on a manifest it cannot read");
+	ok(unlink(mp) == 0 && rename(aside, mp) == 0, "manifest restored");
+	_cleanup_free_ char *u = NULL;
+	is_int(undo_turn(s, id, true, &u), 0, "undo after the failed gc");
+	same_snapshot(before, "g restored from its backup: gc removed no object");
+}
+
 int main(void)
 {
 	snprintf(root, sizeof root, "/tmp/test-store-XXXXXX");
@@ -801,6 +832,7 @@ int main(void)
 	test_random(s);
 	test_oversize(s);
 	test_gc(s);
+	test_gc_bad_manifest(s);
 	store_close(s);
 	test_enospc();
 	test_kill();
