@@ -67,7 +67,9 @@ static const char *const op_names[_BROKER_OP_MAX] = {
 	[BROKER_OP_LINK] = "link",         [BROKER_OP_SYMLINK] = "symlink",
 	[BROKER_OP_CHMOD] = "chmod",       [BROKER_OP_CHOWN] = "chown",
 	[BROKER_OP_UTIMES] = "utimes",     [BROKER_OP_SETXATTR] = "setxattr",
-	[BROKER_OP_REMOVEXATTR] = "removexattr",
+	[BROKER_OP_REMOVEXATTR] = "removexattr", [BROKER_OP_CONNECT] = "connect",
+	[BROKER_OP_BIND] = "bind",         [BROKER_OP_SENDTO] = "sendto",
+	[BROKER_OP_SENDMSG] = "sendmsg",
 };
 
 const char *broker_op_name(enum broker_op op)
@@ -159,6 +161,14 @@ static void record_prompt(struct broker *b, const char *real, unsigned access, c
 		return;
 	}
 	b->n_prompts++;
+}
+
+void broker_add_prompt(struct broker *b, const char *what, const char *op, const char *rule)
+{
+	const char *saved = b->cur_op;
+	b->cur_op = op;
+	record_prompt(b, what, 0, rule);
+	b->cur_op = saved;
 }
 
 void broker_resp_done(struct broker_resp *resp)
@@ -1379,6 +1389,12 @@ void broker_handle(struct broker *b, const struct broker_req *q, struct broker_r
 		l.path = q->path2;
 	b->stats.requests++;
 	b->cur_op = broker_op_name(q->op);
+	if (q->op >= BROKER_OP_CONNECT) { /* sockets: broker-net.c */
+		broker_net_handle(&b->cfg, b->audit, b->root_fd, q, resp);
+		b->stats.allowed += resp->kind != BROKER_RESP_ERROR;
+		b->stats.denied += resp->kind == BROKER_RESP_ERROR;
+		return;
+	}
 
 	int r;
 	bool fd_form = q->fd >= 0 || q->at_empty_path;

@@ -26,6 +26,8 @@ enum {
 	SET_DENY_OVERSIZE = 1u << 3,
 	SET_DELETE_MODE = 1u << 4,
 	SET_SYNC = 1u << 5,
+	SET_NET_MODE = 1u << 6,
+	SET_NET_LOCALHOST = 1u << 7,
 };
 
 /* One file being loaded: its values go into a scratch struct settings, merged on success. */
@@ -55,6 +57,9 @@ static void free_strv(char **v, size_t n)
 static void settings_clear(struct settings *s)
 {
 	free_strv(s->excluded_commands, s->n_excluded_commands);
+	free_strv(s->net_allowed_domains, s->n_net_allowed_domains);
+	free_strv(s->net_denied_domains, s->n_net_denied_domains);
+	free_strv(s->net_unix_sockets, s->n_net_unix_sockets);
 	for (size_t i = 0; i < s->n_rules; i++)
 		free(s->rules[i].pattern);
 	free(s->rules);
@@ -268,6 +273,68 @@ static int check_pattern(struct loader *l, const char *key, const char *p)
 	return 0;
 }
 
+/* ---- sandbox.network ---- */
+
+static int apply_net_mode(struct loader *l, const char *key, const struct json_value *v)
+{
+	static const char *const names[] = {[SETTINGS_NET_ALLOW] = "allow",
+					    [SETTINGS_NET_DENY] = "deny",
+					    [SETTINGS_NET_PROXY] = "proxy"};
+	size_t n;
+	const char *m = json_get_string(v, &n);
+	for (size_t i = 0; m && i < ELEMENTSOF(names); i++)
+		if (n == strlen(names[i]) && memcmp(m, names[i], n) == 0) {
+			int r = mark_set(l, key, SET_NET_MODE);
+			if (r < 0)
+				return r;
+			l->s->net_mode = (enum settings_net_mode)i;
+			return 0;
+		}
+	return type_error(l, key, "\"allow\", \"deny\" or \"proxy\"", v);
+}
+
+/* A host name pattern: letters, digits, '-', '_', '.', ':' (IPv6 literals), a leading "*.". */
+static bool domain_pattern_ok(const char *d)
+{
+	const char *p = d;
+	if (p[0] == '*' && p[1] == '.')
+		p += 2;
+	if (!*p || strlen(d) > 253)
+		return false;
+	for (; *p; p++)
+		if (!(('a' <= *p && *p <= 'z') || ('A' <= *p && *p <= 'Z') || ('0' <= *p && *p <= '9') ||
+		      *p == '-' || *p == '_' || *p == '.' || *p == ':'))
+			return false;
+	return true;
+}
+
+/* Arrays of strings: domains (checked as host name patterns) or socket path patterns. */
+static int apply_strings(struct loader *l, const char *key, const struct json_value *v,
+			 bool domains, char ***list, size_t *n)
+{
+	if (json_type(v) != JSON_ARRAY)
+		return type_error(l, key, "array of strings", v);
+	for (size_t i = 0; i < json_array_len(v); i++) {
+		_cleanup_strbuf_ struct strbuf k = STRBUF_INIT;
+		const char *sk = subkey(&k, key, "[%zu]", i);
+		char *s = NULL;
+		int r = get_string(l, sk, json_array_get(v, i), &s);
+		if (r < 0)
+			return r;
+		if (domains && !domain_pattern_ok(s)) {
+			free(s);
+			return errorf(l, -EINVAL, "%s: not a host name (letters, digits, '-', '.', a leading \"*.\")", sk);
+		}
+		if (!domains && (r = check_pattern(l, sk, s)) < 0) {
+			free(s);
+			return r;
+		}
+		if ((r = push_str(list, n, s)) < 0)
+			return r;
+	}
+	return 0;
+}
+
 static int push_rule(struct loader *l, char *pattern, unsigned access, enum policy_decision d,
 		     const char *source)
 {
@@ -414,7 +481,7 @@ static int apply_rules(struct loader *l, const char *key, const struct json_valu
 static bool is_container(const char *key)
 {
 	return strcmp(key, "sandbox") == 0 || strcmp(key, "sandbox.fileBackup") == 0 ||
-	       strcmp(key, "sandbox.fileSafety") == 0;
+	       strcmp(key, "sandbox.fileSafety") == 0 || strcmp(key, "sandbox.network") == 0;
 }
 
 static int apply_object(struct loader *l, const char *prefix, const struct json_value *obj);
@@ -443,6 +510,16 @@ static int apply_leaf(struct loader *l, const char *key, const struct json_value
 		return apply_list(l, key, v, POLICY_ACCESS_ALL, POLICY_DENY, "blocklist");
 	if (strcmp(key, "sandbox.fileSafety.rules") == 0)
 		return apply_rules(l, key, v);
+	if (strcmp(key, "sandbox.network.mode") == 0)
+		return apply_net_mode(l, key, v);
+	if (strcmp(key, "sandbox.network.allowLocalhost") == 0)
+		return apply_bool(l, key, v, SET_NET_LOCALHOST, &s->net_allow_localhost);
+	if (strcmp(key, "sandbox.network.allowedDomains") == 0)
+		return apply_strings(l, key, v, true, &s->net_allowed_domains, &s->n_net_allowed_domains);
+	if (strcmp(key, "sandbox.network.deniedDomains") == 0)
+		return apply_strings(l, key, v, true, &s->net_denied_domains, &s->n_net_denied_domains);
+	if (strcmp(key, "sandbox.network.allowUnixSockets") == 0)
+		return apply_strings(l, key, v, false, &s->net_unix_sockets, &s->n_net_unix_sockets);
 	return warn_key(l, "unknown key", key);
 }
 
@@ -474,9 +551,30 @@ static int apply_object(struct loader *l, const char *prefix, const struct json_
 
 /* ---- merging ---- */
 
+static int reserve_strv(char ***dst, size_t n_dst, size_t n_src)
+{
+	char **c = reallocarray(*dst, n_dst + n_src + 1, sizeof(char *));
+	if (!c)
+		return -ENOMEM;
+	*dst = c;
+	return 0;
+}
+
+static void move_strv(char **dst, size_t *n_dst, char **src, size_t *n_src)
+{
+	if (*n_src)
+		memcpy(dst + *n_dst, src, *n_src * sizeof(char *));
+	*n_dst += *n_src;
+	*n_src = 0;
+}
+
 /* Move the lists of src onto the end of dst's; no failure after the reservations. */
 static int merge(struct settings *dst, struct settings *src, unsigned present)
 {
+	if (reserve_strv(&dst->net_allowed_domains, dst->n_net_allowed_domains, src->n_net_allowed_domains) < 0 ||
+	    reserve_strv(&dst->net_denied_domains, dst->n_net_denied_domains, src->n_net_denied_domains) < 0 ||
+	    reserve_strv(&dst->net_unix_sockets, dst->n_net_unix_sockets, src->n_net_unix_sockets) < 0)
+		return -ENOMEM;
 	char **c =
 	    reallocarray(dst->excluded_commands,
 			 dst->n_excluded_commands + src->n_excluded_commands + 1, sizeof(char *));
@@ -520,6 +618,16 @@ static int merge(struct settings *dst, struct settings *src, unsigned present)
 		dst->delete_to_trash = src->delete_to_trash;
 	if (present & SET_SYNC)
 		dst->backup_sync = src->backup_sync;
+	move_strv(dst->net_allowed_domains, &dst->n_net_allowed_domains, src->net_allowed_domains,
+		  &src->n_net_allowed_domains);
+	move_strv(dst->net_denied_domains, &dst->n_net_denied_domains, src->net_denied_domains,
+		  &src->n_net_denied_domains);
+	move_strv(dst->net_unix_sockets, &dst->n_net_unix_sockets, src->net_unix_sockets,
+		  &src->n_net_unix_sockets);
+	if (present & SET_NET_MODE)
+		dst->net_mode = src->net_mode;
+	if (present & SET_NET_LOCALHOST)
+		dst->net_allow_localhost = src->net_allow_localhost;
 	return 0;
 }
 

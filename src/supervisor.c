@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -28,9 +29,10 @@
 
 struct deferred {
 	uint64_t id;
-	int fd; /* O_PATH fd of the FIFO */
+	int fd; /* O_PATH fd of the FIFO, or the socket of a connect in progress */
 	int flags;
 	bool cloexec;
+	bool connect; /* answer the socket's SO_ERROR once it is writable */
 };
 
 #define MAX_DEFERRED 256
@@ -45,6 +47,7 @@ struct supervisor {
 	char *path1, *path2, *path3;
 	char xname[XATTR_NAME_MAX_ + 1];
 	void *xvalue;
+	struct sockaddr_storage sockaddr; /* connect, bind, sendto, msg_name */
 };
 
 int supervisor_new(int listener_fd, struct broker *b, struct supervisor **ret)
@@ -106,6 +109,23 @@ static int read_timeval_pair(pid_t tid, uint64_t addr, struct broker_req *q)
 		q->times[i].tv_sec = tv[i].tv_sec;
 		q->times[i].tv_nsec = tv[i].tv_usec * 1000;
 	}
+	return 0;
+}
+
+/* A socket address argument, copied once (the kernel's own limit: EINVAL beyond it). */
+static int read_sockaddr(struct supervisor *s, pid_t tid, uint64_t addr, uint64_t len,
+			 struct broker_req *q)
+{
+	if (!addr || !len)
+		return 0;
+	if (len > sizeof s->sockaddr)
+		return -EINVAL;
+	memset(&s->sockaddr, 0, sizeof s->sockaddr);
+	int r = proc_read_mem(tid, addr, &s->sockaddr, (size_t)len);
+	if (r < 0)
+		return r;
+	q->addr = &s->sockaddr;
+	q->addrlen = (unsigned)len;
 	return 0;
 }
 
@@ -487,6 +507,35 @@ static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid,
 		}
 		return 0;
 	}
+	case __NR_connect:
+	case __NR_bind:
+		NAME(d->nr == __NR_connect ? "connect" : "bind");
+		q->op = d->nr == __NR_connect ? BROKER_OP_CONNECT : BROKER_OP_BIND;
+		q->fd = (int)a[0];
+		return read_sockaddr(s, tid, a[1], a[2], q);
+	case __NR_sendto:
+		NAME("sendto");
+		q->op = BROKER_OP_SENDTO;
+		q->fd = (int)a[0];
+		q->data = a[1];
+		q->data_len = a[2];
+		q->msg_flags = (int)a[3];
+		return read_sockaddr(s, tid, a[4], a[5], q);
+	case __NR_sendmsg:
+	case __NR_sendmmsg: {
+		NAME(d->nr == __NR_sendmsg ? "sendmsg" : "sendmmsg");
+		q->op = BROKER_OP_SENDMSG;
+		q->fd = (int)a[0];
+		q->data = a[1];
+		q->mmsg = d->nr == __NR_sendmmsg;
+		q->msg_flags = (int)a[q->mmsg ? 3 : 2];
+		if (q->mmsg && (uint32_t)a[2] == 0)
+			return 1; /* no message: nothing is sent, the kernel answers 0 */
+		struct msghdr m;
+		if ((r = proc_read_mem(tid, a[1], &m, sizeof m)) < 0)
+			return r;
+		return m.msg_name ? read_sockaddr(s, tid, (uint64_t)(uintptr_t)m.msg_name, m.msg_namelen, q) : 0;
+	}
 	default:
 		return -EPERM; /* the filter notified something we do not know: fail closed */
 	}
@@ -521,7 +570,18 @@ int supervisor_retry_deferred(struct supervisor *s)
 	for (size_t i = 0; i < s->n_deferred;) {
 		struct deferred *d = &s->deferred[i];
 		bool done = true;
-		if (seccomp_notify_id_valid(s->listener, d->id) == 0) {
+		if (d->connect && seccomp_notify_id_valid(s->listener, d->id) == 0) {
+			struct pollfd p = {.fd = d->fd, .events = POLLOUT};
+			if (poll(&p, 1, 0) == 1) {
+				int err = 0;
+				socklen_t l = sizeof err;
+				if (getsockopt(d->fd, SOL_SOCKET, SO_ERROR, &err, &l) < 0)
+					err = errno;
+				respond(s, d->id, 0, -err, 0);
+			} else {
+				done = false;
+			}
+		} else if (seccomp_notify_id_valid(s->listener, d->id) == 0) {
 			char p[64];
 			snprintf(p, sizeof p, "/proc/self/fd/%d", d->fd);
 			int fd = open(p, d->flags | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
@@ -612,8 +672,11 @@ static int handle(struct supervisor *s, uint64_t id, pid_t tid, const struct sec
 			respond(s, id, 0, -EAGAIN, 0);
 			break;
 		}
-		s->deferred[s->n_deferred++] = (struct deferred){
-			.id = id, .fd = TAKE_FD(br.fd), .flags = br.defer_flags, .cloexec = br.cloexec};
+		s->deferred[s->n_deferred++] = (struct deferred){.id = id,
+								 .fd = TAKE_FD(br.fd),
+								 .flags = br.defer_flags,
+								 .cloexec = br.cloexec,
+								 .connect = br.defer_connect};
 		break;
 	case BROKER_RESP_ERROR:
 	default:
