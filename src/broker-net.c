@@ -527,7 +527,7 @@ static int net_send(struct net_op *o, int sock, int family, int type, struct bro
 	struct msghdr mh = {0};
 	_cleanup_free_ void *data = NULL, *ctl = NULL;
 	size_t len = 0;
-	int r;
+	int r = 0;
 	if (q->op == BROKER_OP_SENDTO) {
 		if (q->data_len > NET_SEND_MAX)
 			return -EMSGSIZE;

@@ -601,9 +601,9 @@ static int setup(struct run_ctx *c)
 	if (pretend && strstr(pretend, "seccomp"))
 		c->feat.seccomp_notify = false;
 	c->landlock = c->feat.landlock_abi >= 1;
-	if (!c->feat.seccomp_notify || !c->feat.openat2) {
-		log_error("Failed to set up the sandbox: this kernel has no seccomp user notification%s",
-			  c->feat.openat2 ? "" : " or openat2");
+	if (!c->feat.seccomp_notify || !c->feat.openat2 || !c->feat.pidfd_getfd) {
+		log_error("Failed to set up the sandbox: this kernel has no seccomp user notification%s%s",
+			  c->feat.openat2 ? "" : " or openat2", c->feat.pidfd_getfd ? "" : " or pidfd_getfd");
 		log_error("Hint: brokered needs Linux 5.14+ (seccomp ADDFD_FLAG_SEND, openat2); without them no change can be brokered or backed up, so there is no degraded mode. `brokered doctor` shows what is missing.");
 		return -EOPNOTSUPP;
 	}
