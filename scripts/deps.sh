@@ -6,7 +6,7 @@ set -eu
 what=${1:-build}
 build_pkgs=(gcc make pkg-config libseccomp-dev libssl-dev libc6-dev)
 test_pkgs=(clang libclang-rt-14-dev busybox-static python3 perl tmux diffutils attr
-	procps util-linux passwd)
+	procps util-linux passwd curl git)
 pkgs=("${build_pkgs[@]}")
 [ "$what" = test ] && pkgs+=("${test_pkgs[@]}")
 

@@ -406,6 +406,7 @@ struct run_ctx {
 	size_t n_read_denied;
 	struct net *net;	 /* socket and network policy */
 	struct net_proxy *proxy; /* network mode "proxy" */
+	unsigned n_attempts;
 };
 
 static void ctx_done(struct run_ctx *c)
@@ -777,6 +778,14 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 		r = ipc_server_new(&ic, a->broker, &ipc);
 	if (r >= 0)
 		r = ipc_attach_env(ipc, c->tool_call);
+	if (r >= 0 && c->n_attempts++ == 0) {
+		/* The broker's own sockets (this run's, and `brokered serve`'s of the session, in
+		 * the same directory) are doors the command may always use. */
+		_cleanup_strbuf_ struct strbuf g = STRBUF_INIT;
+		const char *slash = strrchr(ipc_path, '/');
+		strbuf_printf(&g, "unix:%.*s", (int)(slash ? slash - ipc_path : 0), ipc_path);
+		r = strbuf_cstr(&g) ? net_add_grant(c->net, g.buf) : -ENOMEM;
+	}
 	if (r < 0)
 		log_warning_errno(r, "The broker socket is not available to the command: %m");
 
