@@ -58,6 +58,30 @@ is "$(brk run -- python3 "$OUTSIDE/client.py" link.sock 2>/dev/null </dev/null)"
 	"a workspace symlink to an outside socket is refused"
 rm -f "$WS/link.sock"
 
+# ---- on a terminal: the dialog; "allow for this session" is remembered
+if command -v tmux >/dev/null 2>&1; then
+	sock="$TEST_DIR/tmux.sock"
+	tmux -S "$sock" new-session -d -x 160 -y 40 \
+		"cd '$WS' && XDG_STATE_HOME='$XDG_STATE_HOME' XDG_CONFIG_HOME='$XDG_CONFIG_HOME' '$BROKERED' run -- python3 '$OUTSIDE/client.py' '$DAEMON' > '$TEST_DIR/tty.out'; echo \$? > '$TEST_DIR/status'"
+	for _ in $(seq 200); do
+		tmux -S "$sock" capture-pane -p 2>/dev/null | grep -q "deny (default)" && break
+		sleep 0.1
+	done
+	tmux -S "$sock" capture-pane -p >"$TEST_DIR/screen"
+	tmux -S "$sock" send-keys s Enter
+	for _ in $(seq 200); do [ -s "$TEST_DIR/status" ] && break; sleep 0.1; done
+	tmux -S "$sock" kill-server 2>/dev/null
+	grep -q "connect.*unix:$DAEMON" "$TEST_DIR/screen"
+	ok $? "terminal: the dialog names the socket"
+	is "$(cat "$TEST_DIR/status" 2>/dev/null)" 0 "terminal: allowed for the session, the rerun succeeds"
+	is "$(tail -1 "$TEST_DIR/tty.out" 2>/dev/null)" "got pong" "terminal: the rerun reached the daemon"
+	is "$(brk run -- python3 "$OUTSIDE/client.py" "$DAEMON" 2>/dev/null </dev/null)" "got pong" \
+		"session grant: remembered by the next run of the session"
+	rm -f "$XDG_STATE_HOME"/brokered/sessions/*/grants
+else
+	skip "terminal dialog for a socket" "tmux not installed"
+fi
+
 # ---- approved: --approve unix:PATH; allowUnixSockets
 is "$(brk run --approve "unix:$DAEMON" -- python3 "$OUTSIDE/client.py" "$DAEMON" 2>/dev/null </dev/null)" \
 	"got pong" "--approve unix:PATH: the connection works"
