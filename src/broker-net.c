@@ -97,10 +97,10 @@ static void net_audit(struct net_op *o, int result)
 }
 
 /* The target's fd, as ours (the same open file description). */
-static int take_fd(pid_t tid, int fd)
+static int target_fd(pid_t tid, int fd)
 {
 	int pidfd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
-	if (pidfd < 0) {
+	if (pidfd < 0) { /* before 6.9: by the thread group (threads share their fd table) */
 		pid_t tgid;
 		if (proc_get_tgid(tid, &tgid) < 0)
 			return -ESRCH;
@@ -111,8 +111,14 @@ static int take_fd(pid_t tid, int fd)
 	int r = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
 	int e = errno;
 	close(pidfd);
+	return r < 0 ? -e : r;
+}
+
+static int take_socket(pid_t tid, int fd)
+{
+	int r = target_fd(tid, fd);
 	if (r < 0)
-		return e == EBADF ? -EBADF : -e;
+		return r;
 	struct stat st;
 	if (fstat(r, &st) < 0 || !S_ISSOCK(st.st_mode)) {
 		close(r);
@@ -493,12 +499,7 @@ static int copy_cmsg(pid_t tid, void *ctl, size_t ctl_len, int *fds, size_t *n_f
 		size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 		int *v = (int *)CMSG_DATA(c);
 		for (size_t i = 0; i < n; i++) {
-			int fd = -1;
-			int pidfd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
-			if (pidfd >= 0) {
-				fd = (int)syscall(SYS_pidfd_getfd, pidfd, v[i], 0);
-				close(pidfd);
-			}
+			int fd = target_fd(tid, v[i]);
 			if (fd < 0 || *n_fds >= 253) {
 				safe_close(fd);
 				return -EBADF;
@@ -613,7 +614,7 @@ void broker_net_handle(const struct broker_config *cfg, struct audit *audit, int
 	    .kind = BROKER_RESP_ERROR, .value = -EACCES, .fd = -1, .created_parent_fd = -1};
 	snprintf(o.shown, sizeof o.shown, "fd:%d", q->fd);
 	int r;
-	_cleanup_close_ int sock = take_fd(q->tid, q->fd);
+	_cleanup_close_ int sock = take_socket(q->tid, q->fd);
 	if (sock < 0) {
 		r = sock;
 		goto done;
