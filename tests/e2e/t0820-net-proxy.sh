@@ -112,6 +112,9 @@ def ask(data):
     s = socket.create_connection((host, int(port)))
     s.sendall(data)
     return s.recv(100).split(b"\r\n")[0]
+stalled = [socket.create_connection((host, int(port))) for _ in range(8)]
+for st in stalled:
+    st.sendall(b"GET http://localhost/ HTTP/1.1\r\nX: slow")
 print(ask(b"GET http://localhost/ HTTP/1.1\r\nX: " + b"a" * 20000 + b"\r\n\r\n").decode())
 print(ask(b"GET http://localhost\nevil/ HTTP/1.1\r\n\r\n").decode())
 print(ask(b"GET http://user@localhost/ HTTP/1.1\r\n\r\n").decode())
@@ -120,6 +123,6 @@ print(list(ask(b"\x05\x01\x02")))' 2>&1 </dev/null)" "HTTP/1.1 431 Request Heade
 HTTP/1.1 400 Bad Request
 HTTP/1.1 400 Bad Request
 HTTP/1.1 400 Bad Request
-[5, 255]" "the proxy refuses oversized and malformed requests, SOCKS without no-auth"
+[5, 255]" "the proxy refuses oversized and malformed requests, SOCKS without no-auth, while slow clients stall"
 
 done_testing
