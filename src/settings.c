@@ -250,22 +250,6 @@ static int apply_max_size(struct loader *l, const char *key, const struct json_v
 	return 0;
 }
 
-static int apply_commands(struct loader *l, const char *key, const struct json_value *v)
-{
-	if (json_type(v) != JSON_ARRAY)
-		return type_error(l, key, "array of strings", v);
-	for (size_t i = 0; i < json_array_len(v); i++) {
-		_cleanup_strbuf_ struct strbuf k = STRBUF_INIT;
-		char *s = NULL;
-		int r = get_string(l, subkey(&k, key, "[%zu]", i), json_array_get(v, i), &s);
-		if (r < 0)
-			return r;
-		if ((r = push_str(&l->s->excluded_commands, &l->s->n_excluded_commands, s)) < 0)
-			return r;
-	}
-	return 0;
-}
-
 static int check_pattern(struct loader *l, const char *key, const char *p)
 {
 	if (p[0] == '~' && p[1] != '\0' && p[1] != '/')
@@ -308,9 +292,15 @@ static bool domain_pattern_ok(const char *d)
 	return true;
 }
 
-/* Arrays of strings: domains (checked as host name patterns) or socket path patterns. */
+enum string_kind {
+	STRING_PLAIN,	/* excludedCommands */
+	STRING_DOMAIN,	/* checked as a host name pattern */
+	STRING_PATTERN, /* checked as a path pattern */
+};
+
+/* An array of strings, appended to list. */
 static int apply_strings(struct loader *l, const char *key, const struct json_value *v,
-			 bool domains, char ***list, size_t *n)
+			 enum string_kind kind, char ***list, size_t *n)
 {
 	if (json_type(v) != JSON_ARRAY)
 		return type_error(l, key, "array of strings", v);
@@ -321,11 +311,11 @@ static int apply_strings(struct loader *l, const char *key, const struct json_va
 		int r = get_string(l, sk, json_array_get(v, i), &s);
 		if (r < 0)
 			return r;
-		if (domains && !domain_pattern_ok(s)) {
+		if (kind == STRING_DOMAIN && !domain_pattern_ok(s)) {
 			free(s);
 			return errorf(l, -EINVAL, "%s: not a host name (letters, digits, '-', '.', a leading \"*.\")", sk);
 		}
-		if (!domains && (r = check_pattern(l, sk, s)) < 0) {
+		if (kind == STRING_PATTERN && (r = check_pattern(l, sk, s)) < 0) {
 			free(s);
 			return r;
 		}
@@ -503,7 +493,8 @@ static int apply_leaf(struct loader *l, const char *key, const struct json_value
 	    strcmp(key, "fileBackupMaxSizeMB") == 0)
 		return apply_max_size(l, key, v);
 	if (strcmp(key, "sandbox.excludedCommands") == 0)
-		return apply_commands(l, key, v);
+		return apply_strings(l, key, v, STRING_PLAIN, &s->excluded_commands,
+				     &s->n_excluded_commands);
 	if (strcmp(key, "sandbox.fileSafety.allowlist") == 0)
 		return apply_list(l, key, v, POLICY_ACCESS_MODIFY, POLICY_ALLOW, "allowlist");
 	if (strcmp(key, "sandbox.fileSafety.blocklist") == 0)
@@ -515,11 +506,14 @@ static int apply_leaf(struct loader *l, const char *key, const struct json_value
 	if (strcmp(key, "sandbox.network.allowLocalhost") == 0)
 		return apply_bool(l, key, v, SET_NET_LOCALHOST, &s->net_allow_localhost);
 	if (strcmp(key, "sandbox.network.allowedDomains") == 0)
-		return apply_strings(l, key, v, true, &s->net_allowed_domains, &s->n_net_allowed_domains);
+		return apply_strings(l, key, v, STRING_DOMAIN, &s->net_allowed_domains,
+				     &s->n_net_allowed_domains);
 	if (strcmp(key, "sandbox.network.deniedDomains") == 0)
-		return apply_strings(l, key, v, true, &s->net_denied_domains, &s->n_net_denied_domains);
+		return apply_strings(l, key, v, STRING_DOMAIN, &s->net_denied_domains,
+				     &s->n_net_denied_domains);
 	if (strcmp(key, "sandbox.network.allowUnixSockets") == 0)
-		return apply_strings(l, key, v, false, &s->net_unix_sockets, &s->n_net_unix_sockets);
+		return apply_strings(l, key, v, STRING_PATTERN, &s->net_unix_sockets,
+				     &s->n_net_unix_sockets);
 	return warn_key(l, "unknown key", key);
 }
 
