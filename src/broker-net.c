@@ -198,6 +198,14 @@ static int open_unix_target(struct net_op *o, const char *path)
 	}
 	enum net_verdict v =
 	    o->cfg->net ? net_decide_unix(o->cfg->net, o->real, &o->rule) : NET_DENY;
+	/* A second name of a socket (link(2) of a daemon's socket into the workspace) would carry
+	 * the workspace's verdict to the daemon: a socket with other names is not the workspace's.
+	 */
+	if (v == NET_ALLOW && st.st_nlink > 1 &&
+	    (strcmp(o->rule, "default:workspace") == 0 || strcmp(o->rule, "scratch") == 0)) {
+		v = NET_PROMPT;
+		o->rule = "hard-linked-socket";
+	}
 	if (v != NET_ALLOW) {
 		close(fd);
 		r = -EACCES;

@@ -58,6 +58,59 @@ is "$(brk run -- python3 "$OUTSIDE/client.py" link.sock 2>/dev/null </dev/null)"
 	"a workspace symlink to an outside socket is refused"
 rm -f "$WS/link.sock"
 
+# a second name of the daemon's socket in the workspace (a hard link) is not the workspace's
+if ln "$DAEMON" "$WS/hard.sock" 2>/dev/null; then
+	is "$(brk run -- python3 "$OUTSIDE/client.py" hard.sock 2>/dev/null </dev/null)" "refused EACCES" \
+		"a hard link of an outside socket in the workspace is refused"
+	rm -f "$WS/hard.sock"
+else
+	skip "a hard link of an outside socket" "link(2) refused here"
+fi
+
+# a symlink swapped between a workspace socket and the daemon's while the command connects
+cat >"$OUTSIDE/race.py" <<'PY'
+import os, socket, sys, threading
+ws, daemon = sys.argv[1], sys.argv[2]
+real = os.path.join(ws, "real.sock")
+srv = socket.socket(socket.AF_UNIX); srv.bind(real); srv.listen(64)
+def accept():
+    while True:
+        try:
+            srv.accept()[0].close()
+        except OSError:
+            return
+threading.Thread(target=accept, daemon=True).start()
+link = os.path.join(ws, "race.sock")
+stop = False
+def swap():
+    i = 0
+    while not stop:
+        tmp = link + ".tmp"
+        try:
+            os.symlink(daemon if i % 2 else real, tmp)
+            os.rename(tmp, link)
+        except OSError:
+            pass
+        i += 1
+threading.Thread(target=swap, daemon=True).start()
+ok = 0
+for _ in range(300):
+    c = socket.socket(socket.AF_UNIX)
+    try:
+        c.connect(link); c.sendall(b"raced"); ok += 1
+    except OSError:
+        pass
+    c.close()
+stop = True
+print("done", ok > 0)
+PY
+out=$(brk run -- python3 "$OUTSIDE/race.py" "$WS" "$DAEMON" 2>/dev/null </dev/null)
+is "$out" "done True" "symlink race: the command ran its 300 connects (some reached the workspace socket)"
+sleep 0.3
+! grep -q raced "$OUTSIDE/daemon.log"
+ok $? "symlink race: the daemon received nothing"
+rm -f "$WS/real.sock" "$WS/race.sock" "$WS/race.sock.tmp"
+
 # ---- on a terminal: the dialog; "allow for this session" is remembered
 if command -v tmux >/dev/null 2>&1; then
 	sock="$TEST_DIR/tmux.sock"
