@@ -8,7 +8,7 @@ what=${1:-build}
 build_pkgs=(gcc make pkg-config libseccomp-dev libssl-dev libc6-dev)
 test_pkgs=(clang libclang-rt-14-dev busybox-static python3 perl tmux diffutils attr
 	procps util-linux passwd shellcheck clang-format libpython3.11-testsuite make man-db
-	groff-base zsh fish bubblewrap git systemd dpkg-dev debhelper lintian)
+	groff-base zsh fish bubblewrap git systemd dpkg-dev debhelper lintian curl)
 # the aarch64 cross build the test command checks (libraries of the foreign architecture arm64)
 cross_pkgs=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross libseccomp-dev:arm64 libssl-dev:arm64)
 suites_pkgs=(dpkg-dev zlib1g-dev)

@@ -13,6 +13,7 @@
 #include "basic/path-util.h"
 #include "basic/strbuf.h"
 #include "broker.h"
+#include "net.h"
 #include "policy.h"
 
 #define GRANTS_FILE "grants"
@@ -29,6 +30,10 @@ void approval_access_names(unsigned access, char *buf, size_t n)
 		     {POLICY_ACCESS_METADATA, "metadata"}};
 	size_t off = 0;
 	buf[0] = '\0';
+	if (access == 0) {
+		snprintf(buf, n, "connect");
+		return;
+	}
 	for (size_t i = 0; i < ELEMENTSOF(names); i++)
 		if (access & names[i].bit) {
 			int k = snprintf(buf + off, n - off, "%s%s", off ? "," : "", names[i].name);
@@ -93,7 +98,7 @@ static int grants_path(const char *session_dir, struct strbuf *sb)
 	return strbuf_printf(sb, "%s/%s", session_dir, GRANTS_FILE);
 }
 
-int approval_load_session(const char *session_dir, struct policy *p)
+int approval_load_session(const char *session_dir, struct policy *p, struct net *net)
 {
 	_cleanup_strbuf_ struct strbuf path = STRBUF_INIT;
 	int r = grants_path(session_dir, &path);
@@ -118,11 +123,12 @@ int approval_load_session(const char *session_dir, struct policy *p)
 		*sp = '\0';
 		char *end;
 		unsigned long access = strtoul(line, &end, 16);
-		if (*end || !access || access > POLICY_ACCESS_ALL)
+		if (*end || access > POLICY_ACCESS_ALL)
 			continue;
 		struct strbuf dec = STRBUF_INIT;
-		if (unescape_append(&dec, sp + 1, strlen(sp + 1)) == 0 && dec.len && dec.buf[0] == '/' &&
-		    policy_add_grant(p, dec.buf, (unsigned)access) == 0)
+		if (unescape_append(&dec, sp + 1, strlen(sp + 1)) == 0 && dec.len &&
+		    (access ? dec.buf[0] == '/' && policy_add_grant(p, dec.buf, (unsigned)access) == 0
+			    : net_is_grant(dec.buf) && net_add_grant(net, dec.buf) == 0))
 			added++;
 		strbuf_free(&dec);
 	}

@@ -69,7 +69,9 @@ static const char *const op_names[_BROKER_OP_MAX] = {
 	[BROKER_OP_LINK] = "link",         [BROKER_OP_SYMLINK] = "symlink",
 	[BROKER_OP_CHMOD] = "chmod",       [BROKER_OP_CHOWN] = "chown",
 	[BROKER_OP_UTIMES] = "utimes",     [BROKER_OP_SETXATTR] = "setxattr",
-	[BROKER_OP_REMOVEXATTR] = "removexattr",
+	[BROKER_OP_REMOVEXATTR] = "removexattr", [BROKER_OP_CONNECT] = "connect",
+	[BROKER_OP_BIND] = "bind",         [BROKER_OP_SENDTO] = "sendto",
+	[BROKER_OP_SENDMSG] = "sendmsg",
 };
 
 const char *broker_op_name(enum broker_op op)
@@ -1414,6 +1416,12 @@ void broker_handle(struct broker *b, const struct broker_req *q, struct broker_r
 		l.path = q->path2;
 	b->stats.requests++;
 	b->cur_op = broker_op_name(q->op);
+	if (q->op >= BROKER_OP_CONNECT) { /* sockets: broker-net.c */
+		broker_net_handle(&b->cfg, b->audit, b->root_fd, q, resp);
+		b->stats.allowed += resp->kind != BROKER_RESP_ERROR;
+		b->stats.denied += resp->kind == BROKER_RESP_ERROR;
+		return;
+	}
 
 	int r;
 	bool fd_form = q->fd >= 0 || q->at_empty_path;

@@ -17,6 +17,7 @@
 struct audit;
 struct store_turn;
 struct policy;
+struct net;
 
 enum broker_op {
 	BROKER_OP_OPEN,     /* open, openat, openat2, creat with write/create/truncate flags */
@@ -32,6 +33,12 @@ enum broker_op {
 	BROKER_OP_UTIMES,
 	BROKER_OP_SETXATTR,
 	BROKER_OP_REMOVEXATTR,
+	/* sockets (broker-net.c): the address is decided and the call performed on the socket
+	 * itself, taken from the target with pidfd_getfd() */
+	BROKER_OP_CONNECT,
+	BROKER_OP_BIND,
+	BROKER_OP_SENDTO,   /* sendto with an address */
+	BROKER_OP_SENDMSG,  /* sendmsg, and the first message of sendmmsg */
 	_BROKER_OP_MAX,
 };
 
@@ -63,6 +70,13 @@ struct broker_req {
 	size_t xattr_size;
 	int xattr_flags;
 	bool at_empty_path; /* *at with AT_EMPTY_PATH and "" path: acts on dirfd */
+	/* sockets: fd is the target's socket */
+	const void *addr;   /* copy of the address (connect, bind, sendto, msg_name); may be NULL */
+	unsigned addrlen;
+	int msg_flags;      /* send flags */
+	uint64_t data;      /* sendto: the buffer in the target; sendmsg: its msghdr */
+	uint64_t data_len;  /* sendto: its length */
+	bool mmsg;          /* sendmmsg: the result is one message, its msg_len written back */
 };
 
 enum broker_resp_kind {
@@ -82,6 +96,8 @@ struct broker_resp {
 	int fd;             /* owned by the response */
 	bool cloexec;
 	int defer_flags;
+	bool defer_connect; /* DEFER of a connect in progress: fd is the socket; answer its SO_ERROR
+			     * once it is writable */
 	/* For BROKER_RESP_FD: a file the broker created, removed again if the fd cannot be
 	 * installed (the target vanished). */
 	int created_parent_fd;
@@ -96,6 +112,7 @@ struct broker_config {
 	bool backup_enabled;
 	bool kernel_enforces;    /* Landlock is on: scratch and device writes may CONTINUE */
 	bool allow_setid;        /* sandbox.allowSetid: files may become set-user/group-ID */
+	struct net *net;         /* socket policy (NULL: sockets are refused); borrowed */
 };
 
 struct broker_stats {
@@ -136,7 +153,8 @@ struct broker_prompt {
 	char *rule;     /* what decided "prompt" */
 };
 const struct broker_prompt *broker_prompts(const struct broker *b, size_t *ret_n);
-/* One more block, found when the command ended (git-guard.h). */
+/* One more block found outside a syscall: a git change when the command ended (git-guard.h),
+ * or a refusal of another kind ("unix:PATH", "net:HOST"; access 0, shown as "connect"). */
 void broker_add_prompt(struct broker *b, const char *path, unsigned access, const char *op,
 		       const char *rule);
 /* Paths over the backup size limit, for the run's summary (NULL-terminated, owned). */
@@ -226,3 +244,7 @@ struct store_turn *broker_get_turn(const struct broker *b);
 /* The mode of deletes that name none: JSON without deleteMode, and intercepted unlink() (rmdir
  * stays rmdir; a file system without a trash falls back to unlink). Default UNLINK. */
 void broker_set_delete_mode(struct broker *b, enum broker_delete_mode m);
+
+/* ---- sockets (broker-net.c) ---- */
+void broker_net_handle(const struct broker_config *cfg, struct audit *audit, int root_fd,
+		       const struct broker_req *q, struct broker_resp *resp);

@@ -27,6 +27,8 @@ static void run_usage(FILE *f)
 	      "  -c STRING         run STRING with /bin/sh -c\n"
 	      "  --approve PATH[=ACCESS,...]  grant an access that the policy would prompt for\n"
 	      "                    (ACCESS: read, write, delete, metadata; default all but read)\n"
+	      "  --approve unix:PATH  allow connecting to the Unix sockets at or below PATH\n"
+	      "  --approve net:HOST   let the network proxy through to HOST\n"
 	      "  --rollback TURN   first undo TURN (a refused attempt), then run: an approved\n"
 	      "                    rerun applies no side effect twice\n"
 	      "  --degraded        run on a kernel without Landlock (the broker alone enforces)\n"

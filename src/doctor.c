@@ -40,6 +40,8 @@ int cli_doctor(int argc, char **argv)
 	     "file changes cannot be brokered or backed up; brokered refuses to run");
 	line(f.seccomp_addfd_send, "seccomp ADDFD with FLAG_SEND (5.14)", NULL,
 	     "files opened by the broker cannot be handed to the command atomically");
+	line(f.pidfd_getfd, "pidfd_getfd (5.6)", NULL,
+	     "sockets cannot be taken from the command to decide on them; brokered refuses to run");
 	printf("Used when present:\n");
 	line(f.landlock_abi >= 2, "Landlock REFER (ABI 2)", NULL,
 	     "renames and links in the scratch dir across directories are refused");
@@ -49,10 +51,16 @@ int cli_doctor(int argc, char **argv)
 	     "sandboxed processes can signal processes outside and reach abstract sockets");
 	line(f.wait_killable, "SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (5.19)", NULL,
 	     "a signal during a brokered syscall may make the kernel retry an operation already done");
-	line(f.pidfd_getfd, "pidfd_getfd (5.6)", NULL, NULL);
 	line(f.openat2, "openat2 with RESOLVE_NO_MAGICLINKS (5.6)", NULL,
 	     "paths cannot be resolved safely; brokered refuses to run");
-	bool ok = f.landlock_abi >= 1 && f.seccomp_notify && f.seccomp_addfd_send && f.openat2;
+	line(f.landlock_abi >= 4, "Landlock TCP bind/connect rules (ABI 4)", NULL,
+	     "in network modes deny and proxy only the broker refuses TCP (the kernel does not back "
+	     "it up)");
+	printf("Network (sandbox.network): Unix sockets by path are decided by the broker on the socket\n"
+	       "  itself (pidfd_getfd); modes deny and proxy: TCP %s, UDP and the rest by the broker.\n",
+	       f.landlock_abi >= 4 ? "refused by Landlock and the broker" : "refused by the broker");
+	bool ok = f.landlock_abi >= 1 && f.seccomp_notify && f.seccomp_addfd_send && f.openat2 &&
+		  f.pidfd_getfd;
 	printf("%s\n", ok ? "brokered can run here with full protection."
 			  : "brokered cannot run here with full protection (see MISS above).");
 	return ok ? 0 : 1;

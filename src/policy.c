@@ -725,3 +725,15 @@ bool policy_needs_read_checks(const struct policy *p)
 {
 	return p->n_read_restricted > 0;
 }
+
+int policy_pattern_matches(const struct policy *p, const char *pattern, const char *real_path)
+{
+	_cleanup_strbuf_ struct strbuf pat = STRBUF_INIT;
+	int r = expand_pattern(p, pattern, &pat);
+	if (r < 0)
+		return r;
+	const char *c = strbuf_cstr(&pat);
+	if (!c)
+		return -ENOMEM;
+	return glob_match(c, real_path);
+}

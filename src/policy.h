@@ -116,6 +116,13 @@ bool policy_granted(const struct policy *p, const char *path, unsigned access);
 enum policy_decision policy_check(const struct policy *p, const char *real_path, unsigned access,
 				  const char **ret_reason);
 
+/*
+ * Does pattern (a settings pattern: "~/...", relative to the workspace, wildcards as above) match
+ * the absolute real path or one of its ancestors? 1 or 0, -errno for a pattern that cannot be
+ * expanded. For lists outside fileSafety (sandbox.network.allowUnixSockets).
+ */
+int policy_pattern_matches(const struct policy *p, const char *pattern, const char *real_path);
+
 /* The path as the audit log shows it (normalisedPath=): "//", ".", ".." collapsed, home as "~". */
 int policy_display_path(const struct policy *p, const char *path, struct strbuf *out);
 

@@ -188,3 +188,17 @@ int proc_get_cap_eff(pid_t tid, const struct notif_ref *n, uint64_t *ret)
 		return r;
 	return parse_u64(v, 16, ret);
 }
+
+int proc_get_tgid(pid_t tid, const struct notif_ref *n, pid_t *ret)
+{
+	char v[32];
+	int r = read_status_field(tid, n, "Tgid", v, sizeof v);
+	if (r < 0)
+		return r;
+	int t;
+	r = parse_int_range(v, 1, INT32_MAX, &t);
+	if (r < 0)
+		return r;
+	*ret = t;
+	return 0;
+}

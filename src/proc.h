@@ -35,5 +35,7 @@ int proc_target_still_valid(const struct notif_ref *n);
 int proc_open_dirfd(pid_t tid, int dirfd, int flags);
 /* The target's current umask (from /proc/TID/status); -ESRCH if n is no longer valid. */
 int proc_get_umask(pid_t tid, const struct notif_ref *n, mode_t *ret);
+/* Thread group id of tid. */
+int proc_get_tgid(pid_t tid, const struct notif_ref *n, pid_t *ret);
 /* The target's effective capability set (bit n: capability n). */
 int proc_get_cap_eff(pid_t tid, const struct notif_ref *n, uint64_t *ret);

@@ -7,6 +7,7 @@
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
@@ -19,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -37,6 +39,8 @@
 #include "cli.h"
 #include "git-guard.h"
 #include "log.h"
+#include "net-proxy.h"
+#include "net.h"
 #include "policy.h"
 #include "sandbox.h"
 #include "settings.h"
@@ -112,57 +116,60 @@ static int make_scratch(const char *state_dir, char **ret)
 
 /* ---- passing the listener fd from the child ---- */
 
+enum child_stage { STAGE_CAPS = 1, STAGE_LANDLOCK, STAGE_SECCOMP, STAGE_SEND };
+
+/*
+ * The filter notifies sendmsg, and nobody answers before the parent has the listener: the child
+ * only writes the fd's number and waits; the parent takes the fd with pidfd_getfd() and says so.
+ */
+struct listener_msg {
+	char c; /* 'F': fd is the listener; 'E': err is the failure */
+	int fd, err;
+};
+
 static int send_fd(int sock, int fd, int err)
 {
-	char c = err ? 'E' : 'F';
-	struct iovec iov[2] = {{&c, 1}, {&err, sizeof err}};
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
-	if (!err) {
-		mh.msg_control = u.buf;
-		mh.msg_controllen = sizeof u.buf;
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof fd);
-	}
-	return sendmsg(sock, &mh, MSG_NOSIGNAL) < 0 ? negative_errno() : 0;
+	struct listener_msg m = {.c = err ? 'E' : 'F', .fd = fd, .err = err};
+	if (write(sock, &m, sizeof m) != (ssize_t)sizeof m)
+		return -EIO;
+	if (err)
+		return 0;
+	char ack;
+	return read(sock, &ack, 1) == 1 ? 0 : -EIO;
 }
 
-/* Returns the fd, or the child's -errno with *ret_stage set. */
-static int recv_fd(int sock)
+static int recv_fd(int sock, pid_t child)
 {
-	char c = 0;
-	int err = 0;
-	struct iovec iov[2] = {{&c, 1}, {&err, sizeof err}};
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2, .msg_control = u.buf,
-			    .msg_controllen = sizeof u.buf};
-	ssize_t n = RETRY_EINTR(recvmsg(sock, &mh, MSG_CMSG_CLOEXEC));
+	struct listener_msg m;
+	ssize_t n = RETRY_EINTR(read(sock, &m, sizeof m));
 	if (n < 0)
 		return negative_errno();
 	if (n == 0)
 		return -ECHILD; /* the child died before it could say */
-	if (c == 'E')
-		return err < 0 ? err : -EIO;
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-	if (!cm || cm->cmsg_type != SCM_RIGHTS)
+	if (n != (ssize_t)sizeof m)
 		return -EPROTO;
-	int fd;
-	memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+	if (m.c == 'E')
+		return m.err < 0 ? m.err : -EIO;
+	if (m.c != 'F')
+		return -EPROTO;
+	int pidfd = (int)syscall(SYS_pidfd_open, child, 0);
+	if (pidfd < 0)
+		return -(STAGE_SEND << 16 | errno);
+	int fd = (int)syscall(SYS_pidfd_getfd, pidfd, m.fd, 0);
+	int e = errno;
+	close(pidfd);
+	if (fd < 0)
+		return -(STAGE_SEND << 16 | e);
+	(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+	if (write(sock, "k", 1) != 1) {
+		close(fd);
+		return -ECHILD;
+	}
 	return fd;
 }
 
 /* ---- the child ---- */
 
-enum child_stage { STAGE_CAPS = 1, STAGE_LANDLOCK, STAGE_SECCOMP, STAGE_SEND };
 
 _noreturn_ static void child_main(const struct run_options *o, int sock,
 				  const struct sandbox_landlock *ll, const struct sock_fprog *prog,
@@ -419,10 +426,15 @@ struct run_ctx {
 	struct sock_fprog prog;
 	char **read_denied;
 	size_t n_read_denied;
+	struct net *net;	 /* socket and network policy */
+	struct net_proxy *proxy; /* network mode "proxy" */
+	unsigned n_attempts;
 };
 
 static void ctx_done(struct run_ctx *c)
 {
+	net_proxy_stop(c->proxy);
+	net_free(c->net);
 	audit_close(c->audit);
 	store_close(c->store);
 	policy_free(c->policy);
@@ -442,6 +454,32 @@ static void ctx_done(struct run_ctx *c)
 	free(c->scratch);
 	free(c->audit_path);
 	free(c->home_real);
+}
+
+/*
+ * Network mode "proxy": the proxy listens on 127.0.0.1, the only address the sandbox may reach;
+ * programs find it through the usual variables. NO_PROXY names only what may be reached directly
+ * (the local host with allowLocalhost), overriding an inherited list that would send the
+ * command around the proxy into a refusal.
+ */
+static int start_proxy(struct run_ctx *c)
+{
+	int r = net_proxy_start(c->net, &c->proxy);
+	if (r < 0)
+		return log_error_errno(r, "Failed to start the network proxy: %m");
+	char http[64], socks[64];
+	unsigned port = ntohs(c->net->proxy.sin_port);
+	snprintf(http, sizeof http, "http://127.0.0.1:%u", port);
+	snprintf(socks, sizeof socks, "socks5h://127.0.0.1:%u", port);
+	static const char *const http_vars[] = {"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"};
+	for (size_t i = 0; i < ELEMENTSOF(http_vars); i++)
+		setenv(http_vars[i], http, 1);
+	setenv("ALL_PROXY", socks, 1);
+	setenv("all_proxy", socks, 1);
+	const char *no = c->net->allow_localhost ? "localhost,127.0.0.1,::1" : "";
+	setenv("NO_PROXY", no, 1);
+	setenv("no_proxy", no, 1);
+	return 0;
 }
 
 /* The command's root word: basename of argv[0], or the first word of a -c string. */
@@ -586,9 +624,9 @@ static int setup(struct run_ctx *c)
 	if (pretend && strstr(pretend, "seccomp"))
 		c->feat.seccomp_notify = false;
 	c->landlock = c->feat.landlock_abi >= 1;
-	if (!c->feat.seccomp_notify || !c->feat.openat2) {
-		log_error("Failed to set up the sandbox: this kernel has no seccomp user notification%s",
-			  c->feat.openat2 ? "" : " or openat2");
+	if (!c->feat.seccomp_notify || !c->feat.openat2 || !c->feat.pidfd_getfd) {
+		log_error("Failed to set up the sandbox: this kernel has no seccomp user notification%s%s",
+			  c->feat.openat2 ? "" : " or openat2", c->feat.pidfd_getfd ? "" : " or pidfd_getfd");
 		log_error("Hint: brokered needs Linux 5.14+ (seccomp ADDFD_FLAG_SEND, openat2); without them no change can be brokered or backed up, so there is no degraded mode. `brokered doctor` shows what is missing.");
 		return -EOPNOTSUPP;
 	}
@@ -639,9 +677,16 @@ static int setup(struct run_ctx *c)
 	if ((sb.len && (r = policy_protect(c->policy, sb.buf, "settings")) < 0) ||
 	    (extra_real && (r = policy_protect(c->policy, extra_real, "settings")) < 0))
 		return log_error_errno(r, "Failed to protect the settings files: %m");
+	if ((r = net_new(c->settings, c->policy, c->workspace, c->scratch, &c->net)) < 0)
+		return log_error_errno(r, "Failed to set up the network policy: %m");
 	for (size_t i = 0; i < o->n_approve; i++) {
 		_cleanup_free_ char *p = NULL;
 		unsigned access;
+		if (net_is_grant(o->approve[i])) {
+			if ((r = net_add_grant(c->net, o->approve[i])) < 0)
+				return log_error_errno(r, "Failed to grant \"%s\": %m", o->approve[i]);
+			continue;
+		}
 		if ((r = approval_parse_grant(o->approve[i], &p, &access)) < 0) {
 			log_error("Invalid --approve \"%s\": expected PATH or PATH=ACCESS[,ACCESS] (read, write, delete, metadata)",
 				  o->approve[i]);
@@ -654,7 +699,7 @@ static int setup(struct run_ctx *c)
 	phase("scratch dir and policy");
 	if ((r = store_open(c->state_dir, c->session, &c->store)) < 0)
 		return log_error_errno(r, "Failed to open the backup store of session \"%s\": %m", c->session);
-	if ((r = approval_load_session(store_session_dir(c->store), c->policy)) < 0)
+	if ((r = approval_load_session(store_session_dir(c->store), c->policy, c->net)) < 0)
 		log_warning_errno(r, "Failed to read the session's grants: %m");
 	c->so = (struct store_options){
 		.enabled = c->settings->backup_enabled,
@@ -676,15 +721,18 @@ static int setup(struct run_ctx *c)
 	if (c->landlock) {
 		_cleanup_free_ char *failed = NULL;
 		r = sandbox_landlock_prepare(c->scratch, (const char *const *)c->read_denied,
-					     c->n_read_denied, &c->ll, &failed);
+					     c->n_read_denied, c->net->mode != SETTINGS_NET_ALLOW, &c->ll,
+					     &failed);
 		if (r < 0)
 			return log_error_errno(r, "Failed to build the Landlock ruleset%s%s%s: %m",
 					       failed ? " for \"" : "", failed ? failed : "", failed ? "\"" : "");
 	}
 	phase("Landlock ruleset");
-	if ((r = sandbox_build_filter(&c->prog)) < 0)
+	if ((r = sandbox_build_filter(&c->prog, c->net->mode != SETTINGS_NET_ALLOW)) < 0)
 		return log_error_errno(r, "Failed to build the seccomp filter: %m");
 	phase("seccomp filter");
+	if (c->net->mode == SETTINGS_NET_PROXY && (r = start_proxy(c)) < 0)
+		return r;
 
 	setenv("TMPDIR", c->scratch, 1);
 	setenv("BROKERED_SESSION_ID", c->session, 1);
@@ -737,6 +785,7 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 		.backup_enabled = c->settings->backup_enabled,
 		.kernel_enforces = c->landlock,
 		.allow_setid = c->settings->allow_setid,
+		.net = c->net,
 	};
 	if ((r = broker_new(&bc, c->audit, a->turn, &a->broker)) < 0)
 		return log_error_errno(r, "Failed to start the broker: %m");
@@ -752,6 +801,14 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 		r = ipc_server_new(&ic, a->broker, &ipc);
 	if (r >= 0)
 		r = ipc_attach_env(ipc, c->tool_call);
+	if (r >= 0 && c->n_attempts++ == 0) {
+		/* The broker's own sockets (this run's, and `brokered serve`'s of the session, in
+		 * the same directory) are doors the command may always use. */
+		_cleanup_strbuf_ struct strbuf g = STRBUF_INIT;
+		const char *slash = strrchr(ipc_path, '/');
+		strbuf_printf(&g, "unix:%.*s", (int)(slash ? slash - ipc_path : 0), ipc_path);
+		r = strbuf_cstr(&g) ? net_add_grant(c->net, g.buf) : -ENOMEM;
+	}
 	if (r < 0)
 		log_warning_errno(r, "The broker socket is not available to the command: %m");
 
@@ -793,7 +850,7 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 	}
 	close(sock[1]);
 	sock[1] = -1;
-	rs.listener = recv_fd(sock[0]);
+	rs.listener = recv_fd(sock[0], rs.child);
 	if (rs.listener < 0) {
 		int e = rs.listener;
 		int stage = (-e) >> 16, err = (-e) & 0xffff;
@@ -824,6 +881,14 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 		;
 	safe_close(rs.listener);
 	a->exit_status = rs.child_done ? status_to_exit(rs.child_status) : RUN_EXIT_FAILURE;
+	{
+		/* Sockets and hosts refused for approval join the file prompts. */
+		size_t nn;
+		struct broker_prompt *nv = net_take_prompts(c->net, &nn);
+		for (size_t i = 0; i < nn; i++)
+			broker_add_prompt(a->broker, nv[i].path, 0, nv[i].op, nv[i].rule);
+		net_prompts_free(nv, nn);
+	}
 	phase("command ended, sandbox empty");
 	{
 		const struct broker_stats *bs = broker_get_stats(a->broker);
@@ -1218,12 +1283,12 @@ int run_command(const struct run_options *o)
 			if (undo_all)
 				log_error("Hint: to allow them, rerun with --approve PATH[=ACCESS] for each (the attempt was rolled back: its git changes need approval).");
 			else if (can_roll_back && recorded)
-				log_error("Hint: to allow them, rerun with --rollback %s and --approve PATH[=ACCESS] for each.",
+				log_error("Hint: to allow them, rerun with --rollback %s and --approve PATH[=ACCESS], unix:PATH or net:HOST for each.",
 					  a.turn_id);
 			else if (can_roll_back)
-				log_error("Hint: to allow them, rerun with --approve PATH[=ACCESS] for each (the attempt changed nothing).");
+				log_error("Hint: to allow them, rerun with --approve PATH[=ACCESS], unix:PATH or net:HOST for each (the attempt changed nothing).");
 			else
-				log_error("Hint: to allow them, rerun with --approve PATH[=ACCESS] for each (inside an explicit turn the attempt is not rolled back).");
+				log_error("Hint: to allow them, rerun with --approve PATH[=ACCESS], unix:PATH or net:HOST for each (inside an explicit turn the attempt is not rolled back).");
 			ret = RUN_EXIT_APPROVAL;
 			attempt_commit(&c, &a, msg);
 			if (undo_all ? rollback_turn(&c, a.turn_id) < 0
@@ -1232,7 +1297,8 @@ int run_command(const struct run_options *o)
 			break;
 		}
 		for (size_t i = 0; i < np; i++)
-			if (policy_add_grant(c.policy, pv[i].path, pv[i].access) < 0)
+			if (net_is_grant(pv[i].path) ? net_add_grant(c.net, pv[i].path) < 0
+						     : policy_add_grant(c.policy, pv[i].path, pv[i].access) < 0)
 				log_warning("Failed to grant \"%s\"", pv[i].path);
 		if (ans == APPROVAL_SESSION &&
 		    approval_save_session(store_session_dir(c.store), pv, np) < 0)

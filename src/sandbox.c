@@ -12,6 +12,8 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <stddef.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <termios.h>
@@ -160,7 +162,7 @@ static int ll_allow_reads_around(int ruleset, const char *dir, const char *const
 }
 
 int sandbox_landlock_prepare(const char *scratch_dir, const char *const *read_denied,
-			     size_t n_read_denied, struct sandbox_landlock *ret,
+			     size_t n_read_denied, bool deny_tcp, struct sandbox_landlock *ret,
 			     char **ret_failed_path)
 {
 	/* Device nodes a shell and common tools write to. /dev/pts covers the terminal. */
@@ -175,8 +177,15 @@ int sandbox_landlock_prepare(const char *scratch_dir, const char *const *read_de
 	bool read_deny = n_read_denied > 0;
 	uint64_t handled = fs | (read_deny ? LANDLOCK_ACCESS_FS_READ_FILE : 0);
 	uint64_t scoped = abi >= 6 ? LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL : 0;
-	struct brokered_landlock_ruleset_attr attr = {.handled_access_fs = handled, .scoped = scoped};
-	size_t attr_size = abi >= 6 ? sizeof attr : sizeof attr.handled_access_fs;
+	/* TCP (ABI 4+): with no rule, the sandbox can neither bind nor connect a TCP socket by
+	 * itself; the broker performs the connections the network policy allows, outside Landlock. */
+	uint64_t net = deny_tcp && abi >= 4 ? LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP : 0;
+	struct brokered_landlock_ruleset_attr attr = {.handled_access_fs = handled,
+						      .handled_access_net = net,
+						      .scoped = scoped};
+	size_t attr_size = abi >= 6 ? sizeof attr
+			   : abi >= 4 ? offsetof(struct brokered_landlock_ruleset_attr, scoped)
+				      : sizeof attr.handled_access_fs;
 	int rs = (int)ll_create_ruleset(&attr, attr_size, 0);
 	if (rs < 0)
 		return negative_errno();
@@ -205,7 +214,7 @@ int sandbox_landlock_prepare(const char *scratch_dir, const char *const *read_de
 		}
 	}
 	*ret = (struct sandbox_landlock){.ruleset_fd = rs, .abi = (int)abi, .handled_fs = handled,
-					 .scoped = scoped, .read_deny = read_deny};
+					 .handled_net = net, .scoped = scoped, .read_deny = read_deny};
 	return 0;
 }
 
@@ -260,9 +269,48 @@ static int refuse_ioctl(scmp_filter_ctx ctx, uint64_t cmd, int err)
 	return rule(ctx, SCMP_ACT_ERRNO((uint32_t)err), SCMP_SYS(ioctl), 1, &c);
 }
 
-static int build_rules(scmp_filter_ctx ctx)
+/*
+ * Sockets (DESIGN section 12). connect, bind, sendmsg and sendmmsg carry their address in memory:
+ * always notified, the broker decides on the socket itself. sendto only when it names an address
+ * (its pointer is a register). Outside "allow" mode, families that reach a network other than
+ * through IP (packet, vsock, bluetooth, ...) and raw IP sockets are refused at socket().
+ */
+static int build_socket_rules(scmp_filter_ctx ctx, bool restrict_ip)
+{
+	int r;
+	struct scmp_arg_cmp has_addr = {.arg = 4, .op = SCMP_CMP_NE, .datum_a = 0};
+	if ((r = notify(ctx, SCMP_SYS(connect))) < 0 || (r = notify(ctx, SCMP_SYS(bind))) < 0 ||
+	    (r = notify(ctx, SCMP_SYS(sendmsg))) < 0 || (r = notify(ctx, SCMP_SYS(sendmmsg))) < 0 ||
+	    (r = rule(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(sendto), 1, &has_addr)) < 0)
+		return r;
+	if (!restrict_ip)
+		return 0;
+	for (int family = 0; family < 64; family++) {
+		if (family == AF_UNIX || family == AF_INET || family == AF_INET6 || family == AF_NETLINK)
+			continue;
+		struct scmp_arg_cmp c = {.arg = 0, .op = SCMP_CMP_EQ, .datum_a = (uint64_t)family};
+		if ((r = rule(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1, &c)) < 0)
+			return r;
+	}
+	static const int ip[] = {AF_INET, AF_INET6};
+	static const int raw[] = {SOCK_RAW, SOCK_PACKET};
+	for (size_t i = 0; i < ELEMENTSOF(ip); i++)
+		for (size_t j = 0; j < ELEMENTSOF(raw); j++) {
+			struct scmp_arg_cmp c[2] = {
+				{.arg = 0, .op = SCMP_CMP_EQ, .datum_a = (uint64_t)ip[i]},
+				{.arg = 1, .op = SCMP_CMP_MASKED_EQ, .datum_a = 0xf, .datum_b = (uint64_t)raw[j]},
+			};
+			if ((r = rule(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2, c)) < 0)
+				return r;
+		}
+	return 0;
+}
+
+static int build_rules(scmp_filter_ctx ctx, bool restrict_ip)
 {
 	int r = 0;
+	if ((r = build_socket_rules(ctx, restrict_ip)) < 0)
+		return r;
 	/* Opens: read-only opens stay in the kernel; anything that can write, create or truncate
 	 * goes to the broker. openat2's flags are in memory the filter cannot read. */
 	if ((r = notify_open_flags(ctx, SCMP_SYS(open), 1)) < 0 ||
@@ -335,7 +383,7 @@ static int build_rules(scmp_filter_ctx ctx)
 	return 0;
 }
 
-int sandbox_build_filter(struct sock_fprog *prog)
+int sandbox_build_filter(struct sock_fprog *prog, bool restrict_ip)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	if (!ctx)
@@ -346,7 +394,7 @@ int sandbox_build_filter(struct sock_fprog *prog)
 	    (r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0)) < 0 ||
 	    (r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0)
 		goto out;
-	if ((r = build_rules(ctx)) < 0)
+	if ((r = build_rules(ctx, restrict_ip)) < 0)
 		goto out;
 	int mfd = memfd_create("brokered-bpf", MFD_CLOEXEC);
 	if (mfd < 0) {

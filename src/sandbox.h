@@ -30,6 +30,7 @@ struct sandbox_landlock {
 	bool read_deny; /* READ_FILE handled: the denied subtrees are not readable */
 	int abi;
 	uint64_t handled_fs;
+	uint64_t handled_net; /* TCP bind/connect refused to the sandbox itself (network deny/proxy) */
 	uint64_t scoped;
 };
 
@@ -38,13 +39,15 @@ struct sandbox_landlock {
  * else writable. A missing device node is skipped; a missing scratch dir is an error.
  */
 int sandbox_landlock_prepare(const char *scratch_dir, const char *const *read_denied,
-			     size_t n_read_denied, struct sandbox_landlock *ret, char **ret_failed_path);
+			     size_t n_read_denied, bool deny_tcp, struct sandbox_landlock *ret,
+			     char **ret_failed_path);
 /* Rules the read allow-list needed (for the doctor and benchmarks). */
 /* In the child: restrict self. */
 int sandbox_landlock_apply(const struct sandbox_landlock *ll);
 
-/* The BPF program (malloc'd filter array in prog->filter). */
-int sandbox_build_filter(struct sock_fprog *prog);
+/* The BPF program (malloc'd filter array in prog->filter). restrict_ip: network mode deny or
+ * proxy (raw IP sockets and non-IP network families refused at socket()). */
+int sandbox_build_filter(struct sock_fprog *prog, bool restrict_ip);
 /* In the child: no_new_privs + load the filter with a new listener; returns the listener fd. */
 int sandbox_install_filter(const struct sock_fprog *prog, bool wait_killable);
 /* In the child: drop capabilities a root-run command could use to get around the broker. */

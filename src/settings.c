@@ -29,6 +29,8 @@ enum {
 	SET_ALLOW_SETID = 1u << 6,
 	SET_GIT_HOOKS = 1u << 7,
 	SET_GIT_EXEC_CONFIG = 1u << 8,
+	SET_NET_MODE = 1u << 9,
+	SET_NET_LOCALHOST = 1u << 10,
 };
 
 /* One file being loaded: its values go into a scratch struct settings, merged on success. */
@@ -58,6 +60,9 @@ static void free_strv(char **v, size_t n)
 static void settings_clear(struct settings *s)
 {
 	free_strv(s->excluded_commands, s->n_excluded_commands);
+	free_strv(s->net_allowed_domains, s->n_net_allowed_domains);
+	free_strv(s->net_denied_domains, s->n_net_denied_domains);
+	free_strv(s->net_unix_sockets, s->n_net_unix_sockets);
 	for (size_t i = 0; i < s->n_rules; i++)
 		free(s->rules[i].pattern);
 	free(s->rules);
@@ -251,26 +256,78 @@ static int apply_max_size(struct loader *l, const char *key, const struct json_v
 	return 0;
 }
 
-static int apply_commands(struct loader *l, const char *key, const struct json_value *v)
+static int check_pattern(struct loader *l, const char *key, const char *p)
+{
+	if (p[0] == '~' && p[1] != '\0' && p[1] != '/')
+		return errorf(l, -EINVAL, "%s: \"~user\" patterns are not supported", key);
+	return 0;
+}
+
+/* ---- sandbox.network ---- */
+
+static int apply_net_mode(struct loader *l, const char *key, const struct json_value *v)
+{
+	static const char *const names[] = {[SETTINGS_NET_ALLOW] = "allow",
+					    [SETTINGS_NET_DENY] = "deny",
+					    [SETTINGS_NET_PROXY] = "proxy"};
+	size_t n;
+	const char *m = json_get_string(v, &n);
+	for (size_t i = 0; m && i < ELEMENTSOF(names); i++)
+		if (n == strlen(names[i]) && memcmp(m, names[i], n) == 0) {
+			int r = mark_set(l, key, SET_NET_MODE);
+			if (r < 0)
+				return r;
+			l->s->net_mode = (enum settings_net_mode)i;
+			return 0;
+		}
+	return type_error(l, key, "\"allow\", \"deny\" or \"proxy\"", v);
+}
+
+/* A host name pattern: letters, digits, '-', '_', '.', ':' (IPv6 literals), a leading "*.". */
+static bool domain_pattern_ok(const char *d)
+{
+	const char *p = d;
+	if (p[0] == '*' && p[1] == '.')
+		p += 2;
+	if (!*p || strlen(d) > 253)
+		return false;
+	for (; *p; p++)
+		if (!(('a' <= *p && *p <= 'z') || ('A' <= *p && *p <= 'Z') || ('0' <= *p && *p <= '9') ||
+		      *p == '-' || *p == '_' || *p == '.' || *p == ':'))
+			return false;
+	return true;
+}
+
+enum string_kind {
+	STRING_PLAIN,	/* excludedCommands */
+	STRING_DOMAIN,	/* checked as a host name pattern */
+	STRING_PATTERN, /* checked as a path pattern */
+};
+
+/* An array of strings, appended to list. */
+static int apply_strings(struct loader *l, const char *key, const struct json_value *v,
+			 enum string_kind kind, char ***list, size_t *n)
 {
 	if (json_type(v) != JSON_ARRAY)
 		return type_error(l, key, "array of strings", v);
 	for (size_t i = 0; i < json_array_len(v); i++) {
 		_cleanup_strbuf_ struct strbuf k = STRBUF_INIT;
+		const char *sk = subkey(&k, key, "[%zu]", i);
 		char *s = NULL;
-		int r = get_string(l, subkey(&k, key, "[%zu]", i), json_array_get(v, i), &s);
+		int r = get_string(l, sk, json_array_get(v, i), &s);
 		if (r < 0)
 			return r;
-		if ((r = push_str(&l->s->excluded_commands, &l->s->n_excluded_commands, s)) < 0)
+		if (kind == STRING_DOMAIN && !domain_pattern_ok(s)) {
+			free(s);
+			return errorf(l, -EINVAL, "%s: not a host name (letters, digits, '-', '.', a leading \"*.\")", sk);
+		}
+		if (kind == STRING_PATTERN && (r = check_pattern(l, sk, s)) < 0) {
+			free(s);
+			return r;
+		}
+		if ((r = push_str(list, n, s)) < 0)
 			return r;
 	}
-	return 0;
-}
-
-static int check_pattern(struct loader *l, const char *key, const char *p)
-{
-	if (p[0] == '~' && p[1] != '\0' && p[1] != '/')
-		return errorf(l, -EINVAL, "%s: \"~user\" patterns are not supported", key);
 	return 0;
 }
 
@@ -420,7 +477,8 @@ static int apply_rules(struct loader *l, const char *key, const struct json_valu
 static bool is_container(const char *key)
 {
 	return strcmp(key, "sandbox") == 0 || strcmp(key, "sandbox.fileBackup") == 0 ||
-	       strcmp(key, "sandbox.git") == 0 || strcmp(key, "sandbox.fileSafety") == 0;
+	       strcmp(key, "sandbox.git") == 0 || strcmp(key, "sandbox.fileSafety") == 0 ||
+	       strcmp(key, "sandbox.network") == 0;
 }
 
 static int apply_object(struct loader *l, const char *prefix, const struct json_value *obj);
@@ -448,13 +506,27 @@ static int apply_leaf(struct loader *l, const char *key, const struct json_value
 	    strcmp(key, "fileBackupMaxSizeMB") == 0)
 		return apply_max_size(l, key, v);
 	if (strcmp(key, "sandbox.excludedCommands") == 0)
-		return apply_commands(l, key, v);
+		return apply_strings(l, key, v, STRING_PLAIN, &s->excluded_commands,
+				     &s->n_excluded_commands);
 	if (strcmp(key, "sandbox.fileSafety.allowlist") == 0)
 		return apply_list(l, key, v, POLICY_ACCESS_MODIFY, POLICY_ALLOW, "allowlist");
 	if (strcmp(key, "sandbox.fileSafety.blocklist") == 0)
 		return apply_list(l, key, v, POLICY_ACCESS_ALL, POLICY_DENY, "blocklist");
 	if (strcmp(key, "sandbox.fileSafety.rules") == 0)
 		return apply_rules(l, key, v);
+	if (strcmp(key, "sandbox.network.mode") == 0)
+		return apply_net_mode(l, key, v);
+	if (strcmp(key, "sandbox.network.allowLocalhost") == 0)
+		return apply_bool(l, key, v, SET_NET_LOCALHOST, &s->net_allow_localhost);
+	if (strcmp(key, "sandbox.network.allowedDomains") == 0)
+		return apply_strings(l, key, v, STRING_DOMAIN, &s->net_allowed_domains,
+				     &s->n_net_allowed_domains);
+	if (strcmp(key, "sandbox.network.deniedDomains") == 0)
+		return apply_strings(l, key, v, STRING_DOMAIN, &s->net_denied_domains,
+				     &s->n_net_denied_domains);
+	if (strcmp(key, "sandbox.network.allowUnixSockets") == 0)
+		return apply_strings(l, key, v, STRING_PATTERN, &s->net_unix_sockets,
+				     &s->n_net_unix_sockets);
 	return warn_key(l, "unknown key", key);
 }
 
@@ -486,9 +558,30 @@ static int apply_object(struct loader *l, const char *prefix, const struct json_
 
 /* ---- merging ---- */
 
+static int reserve_strv(char ***dst, size_t n_dst, size_t n_src)
+{
+	char **c = reallocarray(*dst, n_dst + n_src + 1, sizeof(char *));
+	if (!c)
+		return -ENOMEM;
+	*dst = c;
+	return 0;
+}
+
+static void move_strv(char **dst, size_t *n_dst, char **src, size_t *n_src)
+{
+	if (*n_src)
+		memcpy(dst + *n_dst, src, *n_src * sizeof(char *));
+	*n_dst += *n_src;
+	*n_src = 0;
+}
+
 /* Move the lists of src onto the end of dst's; no failure after the reservations. */
 static int merge(struct settings *dst, struct settings *src, unsigned present)
 {
+	if (reserve_strv(&dst->net_allowed_domains, dst->n_net_allowed_domains, src->n_net_allowed_domains) < 0 ||
+	    reserve_strv(&dst->net_denied_domains, dst->n_net_denied_domains, src->n_net_denied_domains) < 0 ||
+	    reserve_strv(&dst->net_unix_sockets, dst->n_net_unix_sockets, src->n_net_unix_sockets) < 0)
+		return -ENOMEM;
 	char **c =
 	    reallocarray(dst->excluded_commands,
 			 dst->n_excluded_commands + src->n_excluded_commands + 1, sizeof(char *));
@@ -538,6 +631,16 @@ static int merge(struct settings *dst, struct settings *src, unsigned present)
 		dst->git_allow_hooks = src->git_allow_hooks;
 	if (present & SET_GIT_EXEC_CONFIG)
 		dst->git_allow_exec_config = src->git_allow_exec_config;
+	move_strv(dst->net_allowed_domains, &dst->n_net_allowed_domains, src->net_allowed_domains,
+		  &src->n_net_allowed_domains);
+	move_strv(dst->net_denied_domains, &dst->n_net_denied_domains, src->net_denied_domains,
+		  &src->n_net_denied_domains);
+	move_strv(dst->net_unix_sockets, &dst->n_net_unix_sockets, src->net_unix_sockets,
+		  &src->n_net_unix_sockets);
+	if (present & SET_NET_MODE)
+		dst->net_mode = src->net_mode;
+	if (present & SET_NET_LOCALHOST)
+		dst->net_allow_localhost = src->net_allow_localhost;
 	return 0;
 }
 

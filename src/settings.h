@@ -30,6 +30,15 @@
  *   sandbox.fileSafety.rules        [{"path": pattern, "access": "all" | name | [names],
  *                                     "decision": "allow" | "deny" | "prompt"}]
  *                                   access names: read, write, delete, metadata; default "all"
+ *   sandbox.network.mode            "allow" (default), "deny" (no IP traffic) or "proxy" (only
+ *                                   through brokered's proxy, by host name)
+ *   sandbox.network.allowedDomains  [name]: host names the proxy lets through ("example.com",
+ *                                   "*.example.com" for its subdomains, an IP literal as written)
+ *   sandbox.network.deniedDomains   [name]: never let through, whatever allowedDomains says
+ *   sandbox.network.allowLocalhost  bool, default false: loopback addresses stay reachable
+ *                                   directly in "deny" and "proxy" modes
+ *   sandbox.network.allowUnixSockets [pattern]: Unix sockets outside the workspace and the
+ *                                   scratch dir that may be connected to (patterns as for files)
  *
  * Merging: a scalar set by a later file replaces the earlier value; lists (excludedCommands and
  * all rules) are concatenated in file order. Within one file a scalar may be set only once
@@ -65,6 +74,12 @@ struct settings_rule {
 	const char *source; /* "rule", "allowlist" or "blocklist" (static) */
 };
 
+enum settings_net_mode {
+	SETTINGS_NET_ALLOW,
+	SETTINGS_NET_DENY,
+	SETTINGS_NET_PROXY,
+};
+
 struct settings {
 	bool sandbox_enabled;
 	char **excluded_commands;
@@ -77,6 +92,14 @@ struct settings {
 	bool allow_setid;     /* sandbox.allowSetid, default false */
 	bool git_allow_hooks;       /* sandbox.git.allowHooks, default false */
 	bool git_allow_exec_config; /* sandbox.git.allowExecConfig, default false */
+	enum settings_net_mode net_mode;
+	bool net_allow_localhost;
+	char **net_allowed_domains; /* lists of all files, concatenated */
+	size_t n_net_allowed_domains;
+	char **net_denied_domains;
+	size_t n_net_denied_domains;
+	char **net_unix_sockets;
+	size_t n_net_unix_sockets;
 	struct settings_rule *rules; /* in precedence order: later entries win ties */
 	size_t n_rules;
 	char **warnings; /* "FILE: unknown key \"sandbox.foo\"", ... for the caller to print */

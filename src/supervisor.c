@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -31,10 +32,11 @@
 #define XATTR_SIZE_MAX_ 65536
 
 /*
- * A write-open of a FIFO that has no reader yet blocks natively until one comes; the broker must
- * not. Each such open is done by a thread of its own, blocked in open(2) exactly as the target
- * would be; when it returns, the thread posts itself on a pipe that the main loop polls, and the
- * fd goes to the target. A waiting thread counts as a writer of the FIFO, as the blocked target
+ * A write-open of a FIFO that has no reader yet blocks natively until one comes, and so does a
+ * connect(2) in progress on a blocking socket; the broker must not. Each such wait is done by a
+ * thread of its own, blocked in open(2) (or poll(2) for the socket) exactly as the target would
+ * be; when it returns, the thread posts itself on a pipe that the main loop polls, and the fd (or
+ * the connect's result) goes to the target. A waiting thread counts as a writer of the FIFO, as the blocked target
  * does natively; once the target is gone (killed: with WAIT_KILLABLE_RECV only a fatal signal ends
  * a received notification), its wait must end at once, or a reader arriving next would meet a
  * writer that no longer exists: the target's pidfd (PIDFD_THREAD) wakes the loop, and the thread
@@ -43,12 +45,13 @@
  */
 struct fifo_wait {
 	uint64_t id;
-	int path_fd; /* O_PATH fd of the FIFO */
+	int path_fd; /* O_PATH fd of the FIFO, or the socket of a connect in progress */
 	int flags;
 	bool cloexec;
+	bool connect; /* a connect in progress: answer the socket's SO_ERROR once it is writable */
 	bool cancelled;
 	pthread_t thread;
-	int result; /* the fd, or -errno */
+	int result; /* the fd (0 for a connect), or -errno */
 	int done_fd; /* where the thread posts itself */
 	int pidfd;   /* the target thread's, readable once it exits; -1 if none could be had */
 };
@@ -71,6 +74,7 @@ struct supervisor {
 	char *path1, *path2, *path3;
 	char xname[XATTR_NAME_MAX_ + 1];
 	void *xvalue;
+	struct sockaddr_storage sockaddr; /* connect, bind, sendto, msg_name */
 };
 
 static void respond(struct supervisor *s, uint64_t id, int64_t val, int32_t err, uint32_t flags);
@@ -164,6 +168,23 @@ static int read_timeval_pair(pid_t tid, uint64_t addr, struct broker_req *q)
 		q->times[i].tv_sec = tv[i].tv_sec;
 		q->times[i].tv_nsec = tv[i].tv_usec * 1000;
 	}
+	return 0;
+}
+
+/* A socket address argument, copied once (the kernel's own limit: EINVAL beyond it). */
+static int read_sockaddr(struct supervisor *s, pid_t tid, uint64_t addr, uint64_t len,
+			 struct broker_req *q)
+{
+	if (!addr || !len)
+		return 0;
+	if (len > sizeof s->sockaddr)
+		return -EINVAL;
+	memset(&s->sockaddr, 0, sizeof s->sockaddr);
+	int r = proc_read_mem(tid, addr, &s->sockaddr, (size_t)len);
+	if (r < 0)
+		return r;
+	q->addr = &s->sockaddr;
+	q->addrlen = (unsigned)len;
 	return 0;
 }
 
@@ -579,6 +600,35 @@ static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid,
 		NAME("chroot");
 		PATH1(a[0]);
 		return decide_chroot(tid, q->path);
+	case __NR_connect:
+	case __NR_bind:
+		NAME(d->nr == __NR_connect ? "connect" : "bind");
+		q->op = d->nr == __NR_connect ? BROKER_OP_CONNECT : BROKER_OP_BIND;
+		q->fd = (int)a[0];
+		return read_sockaddr(s, tid, a[1], a[2], q);
+	case __NR_sendto:
+		NAME("sendto");
+		q->op = BROKER_OP_SENDTO;
+		q->fd = (int)a[0];
+		q->data = a[1];
+		q->data_len = a[2];
+		q->msg_flags = (int)a[3];
+		return read_sockaddr(s, tid, a[4], a[5], q);
+	case __NR_sendmsg:
+	case __NR_sendmmsg: {
+		NAME(d->nr == __NR_sendmsg ? "sendmsg" : "sendmmsg");
+		q->op = BROKER_OP_SENDMSG;
+		q->fd = (int)a[0];
+		q->data = a[1];
+		q->mmsg = d->nr == __NR_sendmmsg;
+		q->msg_flags = (int)a[q->mmsg ? 3 : 2];
+		if (q->mmsg && (uint32_t)a[2] == 0)
+			return 1; /* no message: nothing is sent, the kernel answers 0 */
+		struct msghdr m;
+		if ((r = proc_read_mem(tid, a[1], &m, sizeof m)) < 0)
+			return r;
+		return m.msg_name ? read_sockaddr(s, tid, (uint64_t)(uintptr_t)m.msg_name, m.msg_namelen, q) : 0;
+	}
 	default:
 		return -EPERM; /* the filter notified something we do not know: fail closed */
 	}
@@ -613,13 +663,25 @@ static void *fifo_wait_thread(void *arg)
 	sigemptyset(&set);
 	sigaddset(&set, FIFO_CANCEL_SIGNAL);
 	(void)pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-	char p[64];
-	snprintf(p, sizeof p, "/proc/self/fd/%d", w->path_fd);
-	/* Blocks until a reader opens the FIFO, as the target's own open(2) would. */
-	int fd = __atomic_load_n(&w->cancelled, __ATOMIC_ACQUIRE)
-			 ? -1
-			 : open(p, (w->flags & ~O_NONBLOCK) | O_CLOEXEC | O_NOCTTY);
-	w->result = fd >= 0 ? fd : errno ? -errno : -EINTR;
+	if (w->connect) {
+		/* Blocks until the connect the broker started completes, as the target's would. */
+		struct pollfd p = {.fd = w->path_fd, .events = POLLOUT};
+		int err = 0;
+		socklen_t l = sizeof err;
+		if (__atomic_load_n(&w->cancelled, __ATOMIC_ACQUIRE) || poll(&p, 1, -1) < 0)
+			err = EINTR;
+		else if (getsockopt(w->path_fd, SOL_SOCKET, SO_ERROR, &err, &l) < 0)
+			err = errno;
+		w->result = -err;
+	} else {
+		char p[64];
+		snprintf(p, sizeof p, "/proc/self/fd/%d", w->path_fd);
+		/* Blocks until a reader opens the FIFO, as the target's own open(2) would. */
+		int fd = __atomic_load_n(&w->cancelled, __ATOMIC_ACQUIRE)
+				 ? -1
+				 : open(p, (w->flags & ~O_NONBLOCK) | O_CLOEXEC | O_NOCTTY);
+		w->result = fd >= 0 ? fd : errno ? -errno : -EINTR;
+	}
 	(void)!write(w->done_fd, &w, sizeof w); /* atomic: shorter than PIPE_BUF */
 	return NULL;
 }
@@ -638,7 +700,8 @@ static void fifo_wait_start(struct supervisor *s, uint64_t id, pid_t tid, struct
 		return;
 	}
 	*w = (struct fifo_wait){.id = id, .path_fd = TAKE_FD(br->fd), .flags = br->defer_flags,
-				.cloexec = br->cloexec, .done_fd = s->waits_pipe[1]};
+				.cloexec = br->cloexec, .connect = br->defer_connect,
+				.done_fd = s->waits_pipe[1]};
 	/* The target thread's pidfd; before 6.9 only a thread-group leader has one. */
 	w->pidfd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
 	if (w->pidfd < 0)
@@ -698,12 +761,12 @@ int supervisor_fifo_done(struct supervisor *s)
 	while (read(s->waits_pipe[0], &w, sizeof w) == (ssize_t)sizeof w) {
 		(void)pthread_join(w->thread, NULL);
 		if (!w->cancelled && seccomp_notify_id_valid(s->listener, w->id) == 0) {
-			if (w->result >= 0)
+			if (w->result >= 0 && !w->connect)
 				(void)send_fd(s, w->id, w->result, w->cloexec);
 			else
 				respond(s, w->id, 0, w->result, 0);
 		}
-		if (w->result >= 0)
+		if (w->result >= 0 && !w->connect)
 			close(w->result);
 		safe_close(w->path_fd);
 		safe_close(w->pidfd); /* closing drops it from the epoll set */
