@@ -68,7 +68,7 @@ if [ -d build-fuzz ]; then
 	for f in build-fuzz/fuzz-*; do
 		[ -x "$f" ] || continue
 		name=$(basename "$f")
-		corpus="fuzz/corpus/${name#fuzz-}"
+		corpus="fuzz/corpus/$name" # seed inputs, named as the target
 		work=$(mktemp -d)
 		[ -d "$corpus" ] && cp -r "$corpus"/. "$work"/ 2>/dev/null
 		out="$log_dir/$name.log"
@@ -146,8 +146,9 @@ if [ $# -eq 0 ]; then
 fi
 
 # The sanitizer build skips the two tool matrices (the same operations as the other scripts,
-# hundreds of times over, twice as slow under ASan): the test run stays well under 15 minutes.
-san_skip=" ${BROKERED_SAN_SKIP-t0200-tools-workspace t0210-tools-outside} "
+# hundreds of times over, twice as slow under ASan) and the real Claude Code CLI (its hooks run
+# under the sanitizer build in t0710): the test run stays under 20 minutes.
+san_skip=" ${BROKERED_SAN_SKIP-t0200-tools-workspace t0210-tools-outside t0720-claude-code} "
 for build in build build-san; do
 	bin="$stage/$build/brokered"
 	[ -x "$bin" ] || continue
@@ -162,7 +163,8 @@ for build in build build-san; do
 		if [ -n "$as_user" ] && [ "$build" = build ]; then
 			start_job "$build/$name ($as_user)" "$log_dir/$build-$name-user.log" \
 				runuser -u "$as_user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$(getent passwd "$as_user" | cut -d: -f6)" \
-				CI="${CI:-}" LANG=C.UTF-8 "${san_env[@]}" BROKERED="$bin" HELPERS="$stage/build/helpers" \
+				CI="${CI:-}" LANG=C.UTF-8 BROKERED_AGENT_CLIS="${BROKERED_AGENT_CLIS:-}" \
+				"${san_env[@]}" BROKERED="$bin" HELPERS="$stage/build/helpers" \
 				BROKERED_SRC="$stage/tree" \
 				bash "$stage/tests/e2e/$name.sh"
 		fi
