@@ -88,12 +88,22 @@ san: build-san/brokered build-san/brokered-sh $(UNIT_SRCS:tests/unit/%.c=build-s
 
 # ---- fuzzing (clang + libFuzzer) ----
 FUZZ_CC ?= clang
+comma := ,
 FUZZ_CFLAGS := -std=gnu17 -g -O1 -D_GNU_SOURCE -Isrc -fsanitize=fuzzer,address,undefined \
 	$(PKG_CFLAGS) -Wall -Wextra -Werror -Wno-unused-parameter
 
-build-fuzz/%: fuzz/%.c $(LIB_SRCS)
+# The library is compiled once (instrumented, without libFuzzer's main) and linked into each target.
+FUZZ_LIB_CFLAGS := $(subst -fsanitize=fuzzer$(comma),-fsanitize=fuzzer-no-link$(comma),$(FUZZ_CFLAGS))
+
+build-fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRCS) $(PKG_LIBS)
+	@$(if $(Q),echo "  CC      $@";)
+	$(Q)$(FUZZ_CC) $(FUZZ_LIB_CFLAGS) -MMD -MP -c $< -o $@
+
+build-fuzz/%: fuzz/%.c $(LIB_SRCS:%.c=build-fuzz/obj/%.o)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZ    $@";)
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRCS:%.c=build-fuzz/obj/%.o) $(PKG_LIBS)
 
 fuzz: $(FUZZ_SRCS:fuzz/%.c=build-fuzz/%)
 
@@ -185,4 +195,4 @@ clean:
 .PHONY: all san fuzz check check-suites format-check analyze shellcheck cross-aarch64 lint clean unit-bins helpers install uninstall
 .SECONDARY:
 
--include $(shell find build build-san build-aarch64 -name '*.d' 2>/dev/null)
+-include $(shell find build build-san build-aarch64 build-fuzz -name '*.d' 2>/dev/null)

@@ -22,6 +22,7 @@
 #include "git-guard.h"
 #include "policy.h"
 #include "proc.h"
+#include "sandbox.h"
 #include "store.h"
 #include "trash.h"
 
@@ -220,18 +221,18 @@ static const char *decision_name(enum decision d)
 	}
 }
 
-/* Device nodes Landlock lets the target write by itself (sandbox.c grants the same list). */
+/* Device nodes Landlock lets the target write by itself (the list sandbox.c grants). */
 static bool is_kernel_writable_device(const char *real, const struct stat *st)
 {
-	static const char *const devs[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random",
-					   "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/console"};
 	if (!real)
 		return false;
-	if (path_is_under(real, "/dev/pts"))
-		return true;
-	for (size_t i = 0; i < ELEMENTSOF(devs); i++)
-		if (strcmp(real, devs[i]) == 0)
+	for (size_t i = 0; i < sandbox_n_writable_devices; i++) {
+		const char *d = sandbox_writable_devices[i];
+		if (strcmp(d, "/dev/pts") == 0 ? path_is_under(real, d) : false)
+			return true;
+		if (strcmp(real, d) == 0)
 			return !st || S_ISCHR(st->st_mode);
+	}
 	return false;
 }
 

@@ -161,15 +161,17 @@ static int ll_allow_reads_around(int ruleset, const char *dir, const char *const
 	return r;
 }
 
+const char *const sandbox_writable_devices[] = {
+	"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
+	"/dev/tty",  "/dev/ptmx", "/dev/pts",  "/dev/console",
+};
+const size_t sandbox_n_writable_devices = ELEMENTSOF(sandbox_writable_devices);
+
 int sandbox_landlock_prepare(const char *scratch_dir, const char *const *read_denied,
 			     size_t n_read_denied, bool deny_tcp, struct sandbox_landlock *ret,
 			     char **ret_failed_path)
 {
-	/* Device nodes a shell and common tools write to. /dev/pts covers the terminal. */
-	static const char *const devices[] = {
-		"/dev/null", "/dev/zero",  "/dev/full", "/dev/random", "/dev/urandom",
-		"/dev/tty",  "/dev/ptmx",  "/dev/pts",  "/dev/console",
-	};
+	const char *const *devices = sandbox_writable_devices;
 	long abi = ll_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
 	if (abi < 1)
 		return -EOPNOTSUPP;
@@ -196,7 +198,7 @@ int sandbox_landlock_prepare(const char *scratch_dir, const char *const *read_de
 		close(rs);
 		return k;
 	}
-	for (size_t i = 0; i < ELEMENTSOF(devices); i++) {
+	for (size_t i = 0; i < sandbox_n_writable_devices; i++) {
 		uint64_t dev_rights = LANDLOCK_ACCESS_FS_WRITE_FILE | (fs & LANDLOCK_ACCESS_FS_TRUNCATE);
 		k = ll_allow_path(rs, devices[i], dev_rights, true);
 		if (k < 0 && k != -EACCES) {

@@ -38,6 +38,10 @@ struct sandbox_landlock {
  * Create the Landlock ruleset in the parent: writable scratch_dir, the device nodes, and nothing
  * else writable. A missing device node is skipped; a missing scratch dir is an error.
  */
+/* Device nodes a shell and common tools write to, which Landlock lets the sandbox write by itself
+ * (the broker lets those calls continue); a directory (/dev/pts) covers what is below it. */
+extern const char *const sandbox_writable_devices[];
+extern const size_t sandbox_n_writable_devices;
 int sandbox_landlock_prepare(const char *scratch_dir, const char *const *read_denied,
 			     size_t n_read_denied, bool deny_tcp, struct sandbox_landlock *ret,
 			     char **ret_failed_path);
