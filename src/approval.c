@@ -16,7 +16,7 @@
 #include "net.h"
 #include "policy.h"
 
-#define GRANTS_FILE "grants"
+#define GRANTS_FILE	 "grants"
 #define GRANTS_MAX_BYTES (1024 * 1024)
 
 void approval_access_names(unsigned access, char *buf, size_t n)
@@ -127,8 +127,9 @@ int approval_load_session(const char *session_dir, struct policy *p, struct net 
 			continue;
 		struct strbuf dec = STRBUF_INIT;
 		if (unescape_append(&dec, sp + 1, strlen(sp + 1)) == 0 && dec.len &&
-		    (access ? dec.buf[0] == '/' && policy_add_grant(p, dec.buf, (unsigned)access) == 0
-			    : net_is_grant(dec.buf) && net_add_grant(net, dec.buf) == 0))
+		    (access
+			 ? dec.buf[0] == '/' && policy_add_grant(p, dec.buf, (unsigned)access) == 0
+			 : net_is_grant(dec.buf) && net_add_grant(net, dec.buf) == 0))
 			added++;
 		strbuf_free(&dec);
 	}
@@ -150,7 +151,8 @@ int approval_save_session(const char *session_dir, const struct broker_prompt *v
 	}
 	if (out.oom)
 		return -ENOMEM;
-	_cleanup_close_ int fd = open(path.buf, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	_cleanup_close_ int fd =
+	    open(path.buf, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
 	if (write(fd, out.buf, out.len) != (ssize_t)out.len)
@@ -174,19 +176,21 @@ enum approval_answer approval_ask(const struct broker_prompt *v, size_t n)
 	FILE *tty = fopen("/dev/tty", "r+e");
 	if (!tty)
 		return APPROVAL_DENY;
-	fprintf(tty, "\nbrokered: the command was refused %zu access%s that need%s your approval:\n", n,
+	fprintf(tty,
+		"\nbrokered: the command was refused %zu access%s that need%s your approval:\n", n,
 		n == 1 ? "" : "es", n == 1 ? "s" : "");
 	for (size_t i = 0; i < n; i++) {
 		char acc[64];
 		approval_access_names(v[i].access, acc, sizeof acc);
 		struct strbuf p = STRBUF_INIT;
 		escape_appends(&p, v[i].path);
-		fprintf(tty, "  %-16s %s   (%s, by %s)\n", acc, strbuf_cstr(&p) ? p.buf : "?", v[i].rule,
-			v[i].op);
+		fprintf(tty, "  %-16s %s   (%s, by %s)\n", acc, strbuf_cstr(&p) ? p.buf : "?",
+			v[i].rule, v[i].op);
 		strbuf_free(&p);
 	}
-	fprintf(tty, "Undo this attempt and run the command again with %s allowed?\n"
-		     "  [o] allow once   [s] allow for this session   [d] deny (default): ",
+	fprintf(tty,
+		"Undo this attempt and run the command again with %s allowed?\n"
+		"  [o] allow once   [s] allow for this session   [d] deny (default): ",
 		n == 1 ? "it" : "them");
 	fflush(tty);
 	char answer[32] = "";

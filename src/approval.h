@@ -26,5 +26,6 @@ int approval_save_session(const char *session_dir, const struct broker_prompt *v
 bool approval_interactive(void);
 /* Show the merged blocks once and ask on /dev/tty. */
 enum approval_answer approval_ask(const struct broker_prompt *v, size_t n);
-/* "write,delete" for an access mask ("connect" for 0: a socket or a host) (static buffer per call site is the caller's). */
+/* "write,delete" for an access mask ("connect" for 0: a socket or a host) (static buffer per call
+ * site is the caller's). */
 void approval_access_names(unsigned access, char *buf, size_t n);

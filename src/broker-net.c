@@ -505,7 +505,8 @@ static int copy_iov(pid_t tid, uint64_t iov_addr, size_t iovlen, void **ret, siz
  * Control messages of a datagram the broker sends: file descriptors are the target's, so each is
  * taken from it; other messages pass as they are (the kernel checks credentials against us).
  */
-static int copy_cmsg(pid_t tid, const struct notif_ref *nref, void *ctl, size_t ctl_len, int *fds, size_t *n_fds)
+static int copy_cmsg(pid_t tid, const struct notif_ref *nref, void *ctl, size_t ctl_len, int *fds,
+		     size_t *n_fds)
 {
 	struct msghdr m = {.msg_control = ctl, .msg_controllen = ctl_len};
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {

@@ -30,7 +30,7 @@
  * the supervisor's requests are handled, so that path behaves exactly as without the door. */
 struct op_log;
 struct broker_door {
-	bool host;	   /* a host operation: the broker performs even what the kernel would allow */
+	bool host; /* a host operation: the broker performs even what the kernel would allow */
 	const char *phase; /* audit phase instead of notify-* */
 	const char *extra; /* escaped "ipcToolCall=... trace=..." for the audit line */
 	bool capture;	   /* copy the outcome of each log_op() into the fields below */
@@ -48,7 +48,7 @@ struct broker {
 	struct broker_config cfg;
 	struct audit *audit;
 	struct store_turn *turn;
-	bool batch;       /* group commit: see broker_set_batch() */
+	bool batch;	  /* group commit: see broker_set_batch() */
 	bool batch_dirty; /* a request of the batch recorded a pre-image that awaits the flush */
 	const struct policy *policy;
 	int root_fd;
@@ -57,22 +57,30 @@ struct broker {
 	size_t n_oversize;
 	struct broker_prompt *prompts;
 	size_t n_prompts;
-	const char *cur_op; /* the operation being decided, for prompt blocks */
-	dev_t volatile_dev;  /* cache of is_volatile() */
-	int volatile_known;  /* 0 unknown, 1 volatile, -1 persistent */
+	const char *cur_op;	 /* the operation being decided, for prompt blocks */
+	dev_t volatile_dev;	 /* cache of is_volatile() */
+	int volatile_known;	 /* 0 unknown, 1 volatile, -1 persistent */
 	struct broker_door door; /* the socket door's per-request state (the end of this file) */
 };
 
 static const char *const op_names[_BROKER_OP_MAX] = {
-	[BROKER_OP_OPEN] = "open",         [BROKER_OP_TRUNCATE] = "truncate",
-	[BROKER_OP_UNLINK] = "unlink",     [BROKER_OP_RENAME] = "rename",
-	[BROKER_OP_MKDIR] = "mkdir",       [BROKER_OP_MKNOD] = "mknod",
-	[BROKER_OP_LINK] = "link",         [BROKER_OP_SYMLINK] = "symlink",
-	[BROKER_OP_CHMOD] = "chmod",       [BROKER_OP_CHOWN] = "chown",
-	[BROKER_OP_UTIMES] = "utimes",     [BROKER_OP_SETXATTR] = "setxattr",
-	[BROKER_OP_REMOVEXATTR] = "removexattr", [BROKER_OP_CONNECT] = "connect",
-	[BROKER_OP_BIND] = "bind",         [BROKER_OP_SENDTO] = "sendto",
-	[BROKER_OP_SENDMSG] = "sendmsg",
+    [BROKER_OP_OPEN] = "open",
+    [BROKER_OP_TRUNCATE] = "truncate",
+    [BROKER_OP_UNLINK] = "unlink",
+    [BROKER_OP_RENAME] = "rename",
+    [BROKER_OP_MKDIR] = "mkdir",
+    [BROKER_OP_MKNOD] = "mknod",
+    [BROKER_OP_LINK] = "link",
+    [BROKER_OP_SYMLINK] = "symlink",
+    [BROKER_OP_CHMOD] = "chmod",
+    [BROKER_OP_CHOWN] = "chown",
+    [BROKER_OP_UTIMES] = "utimes",
+    [BROKER_OP_SETXATTR] = "setxattr",
+    [BROKER_OP_REMOVEXATTR] = "removexattr",
+    [BROKER_OP_CONNECT] = "connect",
+    [BROKER_OP_BIND] = "bind",
+    [BROKER_OP_SENDTO] = "sendto",
+    [BROKER_OP_SENDMSG] = "sendmsg",
 };
 
 const char *broker_op_name(enum broker_op op)
@@ -244,7 +252,8 @@ static enum decision decide(struct broker *b, const char *real, unsigned access,
 		return DECIDE_DENY;
 	/* Without Landlock nothing but the broker enforces: it performs everything itself (a
 	 * CONTINUE would let a racing thread swap the path after the check). */
-	enum decision kernel = b->cfg.kernel_enforces && !b->door.host ? DECIDE_KERNEL : DECIDE_BROKER;
+	enum decision kernel =
+	    b->cfg.kernel_enforces && !b->door.host ? DECIDE_KERNEL : DECIDE_BROKER;
 	if (path_is_under(real, b->cfg.scratch)) {
 		*ret_reason = "scratch";
 		return kernel;
@@ -326,8 +335,8 @@ static const char *errno_name(int e)
 	}
 }
 
-static void log_op(struct broker *b, const struct broker_req *q, const struct op_log *l,
-		   int result, const struct timespec *t0)
+static void log_op(struct broker *b, const struct broker_req *q, const struct op_log *l, int result,
+		   const struct timespec *t0)
 {
 	/* Failed before the policy was asked (EEXIST, ENOENT, ...): say what it would have
 	 * decided, without recording prompts. */
@@ -336,19 +345,21 @@ static void log_op(struct broker *b, const struct broker_req *q, const struct op
 		fixed = *l;
 		unsigned acc = q->op == BROKER_OP_UNLINK ? POLICY_ACCESS_DELETE
 			       : (q->op >= BROKER_OP_CHMOD && q->op <= BROKER_OP_REMOVEXATTR)
-				       ? POLICY_ACCESS_METADATA
-				       : POLICY_ACCESS_WRITE;
+				   ? POLICY_ACCESS_METADATA
+				   : POLICY_ACCESS_WRITE;
 		if (path_is_under(l->real, b->cfg.scratch))
 			fixed.decision = DECIDE_KERNEL;
 		else
-			fixed.decision = policy_check(b->policy, l->real, acc, &fixed.reason) == POLICY_ALLOW
-						 ? DECIDE_BROKER
-						 : DECIDE_DENY;
+			fixed.decision =
+			    policy_check(b->policy, l->real, acc, &fixed.reason) == POLICY_ALLOW
+				? DECIDE_BROKER
+				: DECIDE_DENY;
 		l = &fixed;
 	}
 	struct timespec t1;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	uint64_t us = (uint64_t)((t1.tv_sec - t0->tv_sec) * 1000000 + (t1.tv_nsec - t0->tv_nsec) / 1000);
+	uint64_t us =
+	    (uint64_t)((t1.tv_sec - t0->tv_sec) * 1000000 + (t1.tv_nsec - t0->tv_nsec) / 1000);
 	char res[32];
 	const char *rn = errno_name(-MIN(result, 0));
 	if (!rn) {
@@ -367,17 +378,17 @@ static void log_op(struct broker *b, const struct broker_req *q, const struct op
 		snprintf(extra + n, sizeof extra - (size_t)n, " %s", b->door.extra);
 	door_capture(b, l);
 	struct audit_record rec = {
-		.phase = b->door.phase ? b->door.phase : l->phase,
-		.op = broker_op_name(q->op),
-		.path = l->path,
-		.normalised = l->real,
-		.to = l->to,
-		.normalised_to = l->real_to,
-		.decision = decision_name(l->decision),
-		.result = rn,
-		.extra = extra,
-		.pid = q->tid,
-		.us = us,
+	    .phase = b->door.phase ? b->door.phase : l->phase,
+	    .op = broker_op_name(q->op),
+	    .path = l->path,
+	    .normalised = l->real,
+	    .to = l->to,
+	    .normalised_to = l->real_to,
+	    .decision = decision_name(l->decision),
+	    .result = rn,
+	    .extra = extra,
+	    .pid = q->tid,
+	    .us = us,
 	};
 	audit_log(b->audit, &rec);
 }
@@ -495,7 +506,8 @@ static int before_change(struct broker *b, int parent_fd, const char *name, cons
 		remember_oversize(b, real);
 		break;
 	case STORE_RESULT_ALREADY:
-		/* maybe recorded by an earlier request of this batch: not durable before its flush */
+		/* maybe recorded by an earlier request of this batch: not durable before its flush
+		 */
 		if (b->batch && b->batch_dirty)
 			return -EINPROGRESS;
 		break;
@@ -508,9 +520,8 @@ static int before_change(struct broker *b, int parent_fd, const char *name, cons
 	return 0;
 }
 
-static int broker_before_change(struct broker *b, int parent_fd, const char *name,
-				const char *real, unsigned flags, bool *ret_consumed,
-				struct op_log *l)
+static int broker_before_change(struct broker *b, int parent_fd, const char *name, const char *real,
+				unsigned flags, bool *ret_consumed, struct op_log *l)
 {
 	return before_change(b, parent_fd, name, real, NULL, 0, flags, ret_consumed, l);
 }
@@ -520,8 +531,8 @@ static int before_change_res(struct broker *b, const struct resolved *res, unsig
 			     bool *ret_consumed, struct op_log *l)
 {
 	return before_change(b, res->parent_fd, res->name, res->real, res->exists ? &res->st : NULL,
-			     res->parent_dev, res->exists ? flags : flags | STORE_ABSENT, ret_consumed,
-			     l);
+			     res->parent_dev, res->exists ? flags : flags | STORE_ABSENT,
+			     ret_consumed, l);
 }
 
 /* ---- helpers ---- */
@@ -608,7 +619,8 @@ static int open_tmpfile(struct broker *b, const struct broker_req *q, struct bro
 		resp->kind = BROKER_RESP_CONTINUE;
 		return 0;
 	}
-	_cleanup_close_ int dfd = openat(res->parent_fd, res->name, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int dfd =
+	    openat(res->parent_fd, res->name, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return negative_errno();
 	int fd = WITH_UMASK_0(
@@ -657,7 +669,8 @@ static int do_open(struct broker *b, const struct broker_req *q, struct broker_r
 		l->real = res->real;
 
 		if (res->obj_fd >= 0) {
-			/* A magic link (/proc/PID/fd/N, /dev/stdout, ...): decide on what it names. */
+			/* A magic link (/proc/PID/fd/N, /dev/stdout, ...): decide on what it names.
+			 */
 			if (!S_ISREG(res->st.st_mode) && !S_ISDIR(res->st.st_mode)) {
 				l->decision = DECIDE_KERNEL;
 				l->reason = "magic-link";
@@ -666,7 +679,8 @@ static int do_open(struct broker *b, const struct broker_req *q, struct broker_r
 			}
 			if (S_ISDIR(res->st.st_mode))
 				return -EISDIR;
-			l->decision = decide(b, res->real, POLICY_ACCESS_WRITE, &res->st, &l->reason);
+			l->decision =
+			    decide(b, res->real, POLICY_ACCESS_WRITE, &res->st, &l->reason);
 			if (refused(l->decision))
 				return -EACCES;
 			if (l->decision == DECIDE_KERNEL) {
@@ -690,7 +704,8 @@ static int do_open(struct broker *b, const struct broker_req *q, struct broker_r
 			}
 			char p[64];
 			proc_fd_path(p, sizeof p, res->obj_fd);
-			int fd = open(p, (int)((q->flags & ~(uint64_t)(O_CREAT | O_EXCL)) | O_CLOEXEC | O_NOCTTY));
+			int fd = open(p, (int)((q->flags & ~(uint64_t)(O_CREAT | O_EXCL)) |
+					       O_CLOEXEC | O_NOCTTY));
 			if (fd < 0)
 				return negative_errno();
 			resp->kind = BROKER_RESP_FD;
@@ -721,11 +736,13 @@ static int do_open(struct broker *b, const struct broker_req *q, struct broker_r
 			    (int)(q->flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY),
 			    create_mode(b, q, false)));
 			if (fd < 0) {
-				/* Created meanwhile (from outside the sandbox): open the existing file
-				 * again, unless this very call recorded the path as absent; then the
-				 * file would be changed with no backup. Fail closed. */
+				/* Created meanwhile (from outside the sandbox): open the existing
+				 * file again, unless this very call recorded the path as absent;
+				 * then the file would be changed with no backup. Fail closed. */
 				if (errno == EEXIST && !excl &&
-				    !(l->backup && strcmp(l->backup, store_result_name(STORE_RESULT_ABSENT)) == 0))
+				    !(l->backup &&
+				      strcmp(l->backup, store_result_name(STORE_RESULT_ABSENT)) ==
+					  0))
 					continue;
 				return negative_errno();
 			}
@@ -748,15 +765,17 @@ static int do_open(struct broker *b, const struct broker_req *q, struct broker_r
 			resp->kind = BROKER_RESP_CONTINUE;
 			return 0;
 		}
-		int oflags = (int)((q->flags & ~(uint64_t)(O_CREAT | O_EXCL)) | O_NOFOLLOW | O_CLOEXEC |
-				   O_NOCTTY);
+		int oflags = (int)((q->flags & ~(uint64_t)(O_CREAT | O_EXCL)) | O_NOFOLLOW |
+				   O_CLOEXEC | O_NOCTTY);
 		if (!S_ISREG(res->st.st_mode)) {
 			if (S_ISDIR(res->st.st_mode))
 				return -EISDIR;
 			int fd = open_special(res->parent_fd, res->name, oflags);
 			if (fd == -ENXIO && S_ISFIFO(res->st.st_mode) && !(q->flags & O_NONBLOCK)) {
-				/* Natively this blocks until a reader comes; the broker must not. */
-				fd = openat(res->parent_fd, res->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+				/* Natively this blocks until a reader comes; the broker must not.
+				 */
+				fd = openat(res->parent_fd, res->name,
+					    O_PATH | O_NOFOLLOW | O_CLOEXEC);
 				if (fd < 0)
 					return negative_errno();
 				resp->kind = BROKER_RESP_DEFER;
@@ -821,8 +840,10 @@ static int do_truncate(struct broker *b, const struct broker_req *q, struct brok
 		resp->kind = BROKER_RESP_CONTINUE;
 		return 0;
 	}
-	_cleanup_close_ int fd = res->obj_fd >= 0 ? -1 :
-		openat(res->parent_fd, res->name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	_cleanup_close_ int fd =
+	    res->obj_fd >= 0
+		? -1
+		: openat(res->parent_fd, res->name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 	if (res->obj_fd >= 0) {
 		char p[64];
 		proc_fd_path(p, sizeof p, res->obj_fd);
@@ -847,7 +868,8 @@ static int do_unlink(struct broker *b, const struct broker_req *q, struct broker
 		     struct resolved *res, struct op_log *l)
 {
 	bool rmdir_ = q->flags & AT_REMOVEDIR;
-	int r = resolve_path(&(struct resolve_ctx){q->tid, b->root_fd, q->notif}, q->dirfd, q->path, 0, res);
+	int r = resolve_path(&(struct resolve_ctx){q->tid, b->root_fd, q->notif}, q->dirfd, q->path,
+			     0, res);
 	if (r < 0)
 		return r;
 	l->real = res->real;
@@ -874,7 +896,7 @@ static int do_unlink(struct broker *b, const struct broker_req *q, struct broker
 	if (rmdir_) {
 		/* Only an empty directory can go; don't record a pre-image for a refusal. */
 		_cleanup_close_ int dfd = openat(res->parent_fd, res->name,
-						  O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+						 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (dfd >= 0) {
 			DIR *d = fdopendir(dfd);
 			if (d) {
@@ -893,7 +915,8 @@ static int do_unlink(struct broker *b, const struct broker_req *q, struct broker
 		}
 	}
 	if (b->door.delete_mode == BROKER_DELETE_TRASH && !rmdir_) {
-		/* Configured to trash deletes: a file system without a trash falls back to unlink. */
+		/* Configured to trash deletes: a file system without a trash falls back to unlink.
+		 */
 		r = trash_move(b, res, l, NULL);
 		if (r != -EXDEV) {
 			if (r < 0)
@@ -966,7 +989,8 @@ static int record_tree_arrivals(struct broker *b, int src_dirfd, const char *src
 			break;
 		if (de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) {
 			_cleanup_free_ char *child = strdup(sb.buf);
-			r = child ? record_tree_arrivals(b, dirfd(d), de->d_name, child, depth + 1) : -ENOMEM;
+			r = child ? record_tree_arrivals(b, dirfd(d), de->d_name, child, depth + 1)
+				  : -ENOMEM;
 		}
 	}
 	strbuf_free(&sb);
@@ -1033,10 +1057,14 @@ static int do_rename(struct broker *b, const struct broker_req *q, struct broker
 		goto out;
 	/* Both names must be allowed: delete on the source, write on the target. */
 	const char *reason2 = NULL;
-	enum decision d1 = decide(b, res->real, exchange ? POLICY_ACCESS_WRITE | POLICY_ACCESS_DELETE : POLICY_ACCESS_DELETE,
-				  &res->st, &l->reason);
-	enum decision d2 = decide(b, dst.real, exchange ? POLICY_ACCESS_WRITE | POLICY_ACCESS_DELETE : POLICY_ACCESS_WRITE,
-				  dst.exists ? &dst.st : NULL, &reason2);
+	enum decision d1 =
+	    decide(b, res->real,
+		   exchange ? POLICY_ACCESS_WRITE | POLICY_ACCESS_DELETE : POLICY_ACCESS_DELETE,
+		   &res->st, &l->reason);
+	enum decision d2 =
+	    decide(b, dst.real,
+		   exchange ? POLICY_ACCESS_WRITE | POLICY_ACCESS_DELETE : POLICY_ACCESS_WRITE,
+		   dst.exists ? &dst.st : NULL, &reason2);
 	if (refused(d1) || refused(d2)) {
 		l->decision = refused(d1) ? d1 : d2;
 		if (!refused(d1))
@@ -1055,8 +1083,7 @@ static int do_rename(struct broker *b, const struct broker_req *q, struct broker
 	 * directory goes only onto an empty one, and not below itself (its tree would be recorded
 	 * as arriving where it cannot). */
 	if (!exchange && dst.exists && S_ISDIR(dst.st.st_mode) && S_ISDIR(res->st.st_mode) &&
-	    !stat_inode_same(&res->st, &dst.st) &&
-	    !dir_is_empty(dst.parent_fd, dst.name)) {
+	    !stat_inode_same(&res->st, &dst.st) && !dir_is_empty(dst.parent_fd, dst.name)) {
 		r = -ENOTEMPTY;
 		goto out;
 	}
@@ -1217,8 +1244,8 @@ static int do_link(struct broker *b, const struct broker_req *q, struct broker_r
 	/* A hard link gives a second name to the same inode: the source must be writable by policy
 	 * too, or a protected file could be written through its new name in the workspace. */
 	const char *reason = NULL;
-	enum decision sd = src.real ? decide(b, src.real, POLICY_ACCESS_WRITE, &src.st, &reason)
-				    : DECIDE_BROKER;
+	enum decision sd =
+	    src.real ? decide(b, src.real, POLICY_ACCESS_WRITE, &src.st, &reason) : DECIDE_BROKER;
 	/* a second name of a git config file would change it unseen by the git guard */
 	if (src.real && git_guard_classify(src.real) == GIT_GUARD_CONFIG)
 		sd = DECIDE_DENY, reason = "protected:git";
@@ -1274,8 +1301,8 @@ static int resolve_meta(struct broker *b, const struct broker_req *q, struct res
 	struct resolve_ctx ctx = {q->tid, b->root_fd, q->notif};
 	if (q->fd >= 0 || q->at_empty_path)
 		return resolve_target_fd(&ctx, q->fd >= 0 ? q->fd : q->dirfd, res);
-	return resolve_path(&ctx, q->dirfd, q->path, (follow ? RESOLVE_FOLLOW : 0) | RESOLVE_ALLOW_DOTDOT,
-			    res);
+	return resolve_path(&ctx, q->dirfd, q->path,
+			    (follow ? RESOLVE_FOLLOW : 0) | RESOLVE_ALLOW_DOTDOT, res);
 }
 
 static int do_meta(struct broker *b, const struct broker_req *q, struct broker_resp *resp,
@@ -1329,7 +1356,8 @@ static int do_meta(struct broker *b, const struct broker_req *q, struct broker_r
 	char p[64];
 	proc_fd_path(p, sizeof p, ofd);
 
-	if (res->parent_fd >= 0 && res->name && res->real && !path_is_under(res->real, b->cfg.scratch)) {
+	if (res->parent_fd >= 0 && res->name && res->real &&
+	    !path_is_under(res->real, b->cfg.scratch)) {
 		r = before_change_res(b, res, STORE_METADATA, NULL, l);
 		if (r < 0)
 			return r;
@@ -1337,8 +1365,8 @@ static int do_meta(struct broker *b, const struct broker_req *q, struct broker_r
 		   !path_is_under(res->real, b->cfg.scratch) &&
 		   store_preimage_recorded(b->turn, res->real) && b->cfg.backup_enabled) {
 		/* fd form on a file this turn has recorded already (one it created, say: tar's
-		 * futimens, fchmod, fchown after each file): nothing to back up, no name to look up;
-		 * but a record of the current batch is not flushed yet. */
+		 * futimens, fchmod, fchown after each file): nothing to back up, no name to look
+		 * up; but a record of the current batch is not flushed yet. */
 		if (b->batch && b->batch_dirty)
 			return -EINPROGRESS;
 		l->backup = "already";
@@ -1364,8 +1392,9 @@ static int do_meta(struct broker *b, const struct broker_req *q, struct broker_r
 
 	switch (q->op) {
 	case BROKER_OP_CHMOD:
-		r = S_ISLNK(res->st.st_mode) ? fchmodat(res->parent_fd, res->name, q->mode, AT_SYMLINK_NOFOLLOW)
-					     : chmod(p, q->mode & 07777);
+		r = S_ISLNK(res->st.st_mode)
+			? fchmodat(res->parent_fd, res->name, q->mode, AT_SYMLINK_NOFOLLOW)
+			: chmod(p, q->mode & 07777);
 		break;
 	case BROKER_OP_CHOWN:
 		r = fchownat(ofd, "", q->uid, q->gid, AT_EMPTY_PATH);
@@ -1396,8 +1425,10 @@ void broker_audit_invalid(struct broker *b, const struct broker_req *q, int err)
 {
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	struct op_log l = {.phase = "notify-invalid", .path = q->path ? q->path : q->path2,
-			   .decision = DECIDE_DENY, .reason = "invalid-arguments"};
+	struct op_log l = {.phase = "notify-invalid",
+			   .path = q->path ? q->path : q->path2,
+			   .decision = DECIDE_DENY,
+			   .reason = "invalid-arguments"};
 	b->stats.requests++;
 	b->stats.denied++;
 	log_op(b, q, &l, err, &t0);
@@ -1407,8 +1438,8 @@ void broker_handle(struct broker *b, const struct broker_req *q, struct broker_r
 {
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	*resp = (struct broker_resp){.kind = BROKER_RESP_ERROR, .value = -EACCES, .fd = -1,
-				     .created_parent_fd = -1};
+	*resp = (struct broker_resp){
+	    .kind = BROKER_RESP_ERROR, .value = -EACCES, .fd = -1, .created_parent_fd = -1};
 	struct resolved res = RESOLVED_INIT;
 	struct op_log l = {.phase = "notify-op", .path = q->path, .decision = DECIDE_UNSET};
 	if (!q->path && q->path2 && q->op != BROKER_OP_SYMLINK)
@@ -1427,8 +1458,8 @@ void broker_handle(struct broker *b, const struct broker_req *q, struct broker_r
 	int r;
 	bool fd_form = q->fd >= 0 || q->at_empty_path;
 	if ((!q->path && !fd_form && q->op != BROKER_OP_SYMLINK) ||
-	    ((q->op == BROKER_OP_RENAME || q->op == BROKER_OP_SYMLINK ||
-	      q->op == BROKER_OP_LINK) && !q->path2)) {
+	    ((q->op == BROKER_OP_RENAME || q->op == BROKER_OP_SYMLINK || q->op == BROKER_OP_LINK) &&
+	     !q->path2)) {
 		r = -EFAULT; /* a decoder bug must not crash the broker */
 		goto done;
 	}
@@ -1471,7 +1502,8 @@ void broker_handle(struct broker *b, const struct broker_req *q, struct broker_r
 done:
 	if (r == -EINPROGRESS && b->batch) {
 		broker_resp_done(resp);
-		*resp = (struct broker_resp){.kind = BROKER_RESP_RETRY, .fd = -1, .created_parent_fd = -1};
+		*resp = (struct broker_resp){
+		    .kind = BROKER_RESP_RETRY, .fd = -1, .created_parent_fd = -1};
 		b->stats.requests--; /* counted when it is handled again */
 		resolved_done(&res);
 		return;
@@ -1581,8 +1613,8 @@ static void door_capture(struct broker *b, const struct op_log *l)
 	(void)dup_or_null(l->real_to, &b->door.real_to);
 }
 
-static void door_begin(struct broker *b, const struct broker_ipc_ctx *c, const char *phase, bool host,
-		       struct strbuf *extra)
+static void door_begin(struct broker *b, const struct broker_ipc_ctx *c, const char *phase,
+		       bool host, struct strbuf *extra)
 {
 	strbuf_appends(extra, "door=ipc");
 	if (c->tool_call && *c->tool_call) {
@@ -1595,11 +1627,11 @@ static void door_begin(struct broker *b, const struct broker_ipc_ctx *c, const c
 	}
 	int dm = b->door.delete_mode;
 	b->door = (struct broker_door){
-		.host = host,
-		.phase = phase,
-		.extra = extra->oom ? NULL : strbuf_cstr(extra),
-		.capture = true,
-		.delete_mode = dm,
+	    .host = host,
+	    .phase = phase,
+	    .extra = extra->oom ? NULL : strbuf_cstr(extra),
+	    .capture = true,
+	    .delete_mode = dm,
 	};
 }
 
@@ -1632,13 +1664,13 @@ static struct broker_req door_req(const struct broker_ipc_ctx *c, enum broker_op
 				  const char *syscall, const char *path)
 {
 	return (struct broker_req){
-		.op = op,
-		.tid = c->pid > 0 ? c->pid : getpid(),
-		.syscall_name = syscall,
-		.dirfd = AT_FDCWD,
-		.path = path,
-		.fd = -1,
-		.dirfd2 = AT_FDCWD,
+	    .op = op,
+	    .tid = c->pid > 0 ? c->pid : getpid(),
+	    .syscall_name = syscall,
+	    .dirfd = AT_FDCWD,
+	    .path = path,
+	    .fd = -1,
+	    .dirfd2 = AT_FDCWD,
 	};
 }
 
@@ -1661,7 +1693,8 @@ static int door_handle(struct broker *b, const struct broker_req *q, int *ret_fd
 		r = 0; /* the kernel would allow it: only token opens get here (SANDBOX) */
 		break;
 	case BROKER_RESP_DEFER:
-		r = -EAGAIN; /* a FIFO without a reader: never block the broker for a socket client */
+		r = -EAGAIN; /* a FIFO without a reader: never block the broker for a socket client
+			      */
 		break;
 	case BROKER_RESP_ERROR:
 	default:
@@ -1693,8 +1726,9 @@ static int door_read(struct broker *b, const struct broker_ipc_ctx *c, const cha
 	struct resolved res = RESOLVED_INIT;
 	struct op_log l = {.phase = "ipc-token", .path = path, .decision = DECIDE_DENY};
 	struct resolve_ctx ctx = door_ctx(b, c);
-	int r = resolve_path(&ctx, AT_FDCWD, path,
-			     ((flags & O_NOFOLLOW) ? 0 : RESOLVE_FOLLOW) | RESOLVE_ALLOW_DOTDOT, &res);
+	int r =
+	    resolve_path(&ctx, AT_FDCWD, path,
+			 ((flags & O_NOFOLLOW) ? 0 : RESOLVE_FOLLOW) | RESOLVE_ALLOW_DOTDOT, &res);
 	if (r >= 0) {
 		l.real = res.real;
 		if (!res.exists)
@@ -1733,8 +1767,8 @@ static int door_read(struct broker *b, const struct broker_ipc_ctx *c, const cha
 	return r;
 }
 
-void broker_ipc_token(struct broker *b, const struct broker_ipc_ctx *c, const char *path, bool write,
-		      int flags, mode_t mode, struct broker_ipc_result *ret)
+void broker_ipc_token(struct broker *b, const struct broker_ipc_ctx *c, const char *path,
+		      bool write, int flags, mode_t mode, struct broker_ipc_result *ret)
 {
 	*ret = (struct broker_ipc_result)BROKER_IPC_RESULT_INIT;
 	if (!path || path[0] != '/') {
@@ -1760,8 +1794,7 @@ static int trash_move(struct broker *b, struct resolved *res, struct op_log *l, 
 {
 	bool isdir = S_ISDIR(res->st.st_mode);
 	/* Not consumed: the file lives on in the trash, so the store copies it (a tree with it). */
-	int r = before_change_res(b, res, isdir ? STORE_TREE : 0,
-				     NULL, l);
+	int r = before_change_res(b, res, isdir ? STORE_TREE : 0, NULL, l);
 	if (r < 0)
 		return r;
 	return trash_put_at(res->parent_fd, res->name, res->real, ret_trashed);
@@ -1821,7 +1854,8 @@ static int door_trash(struct broker *b, const struct broker_ipc_ctx *c, const ch
 }
 
 /* Names in a directory (bounded), for the recursive forms. */
-static int list_names_at(int parent_fd, const char *name, size_t *budget, char ***ret, size_t *ret_n)
+static int list_names_at(int parent_fd, const char *name, size_t *budget, char ***ret,
+			 size_t *ret_n)
 {
 	int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
@@ -1959,9 +1993,9 @@ static int report_line(int fd, const char *target, const char *real, const char 
 static int door_delete(struct broker *b, const struct broker_ipc_ctx *c,
 		       const struct broker_host_op *op, struct broker_ipc_result *ret)
 {
-	enum broker_delete_mode mode =
-		op->delete_mode == BROKER_DELETE_DEFAULT ? (enum broker_delete_mode)b->door.delete_mode
-						 : op->delete_mode;
+	enum broker_delete_mode mode = op->delete_mode == BROKER_DELETE_DEFAULT
+					   ? (enum broker_delete_mode)b->door.delete_mode
+					   : op->delete_mode;
 	bool trash = mode == BROKER_DELETE_TRASH;
 	_cleanup_close_ int report_fd = -1;
 	int r;
@@ -2120,7 +2154,8 @@ static int door_copy(struct broker *b, const struct broker_ipc_ctx *c, const cha
 	}
 	mode_t mode = res.st.st_mode;
 	if (r >= 0 && S_ISREG(mode)) {
-		src = openat(res.parent_fd, res.name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		src =
+		    openat(res.parent_fd, res.name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		struct stat st;
 		if (src < 0)
 			r = negative_errno();
@@ -2195,7 +2230,8 @@ static int door_copy(struct broker *b, const struct broker_ipc_ctx *c, const cha
 		if (r >= 0)
 			r = path_join(to, names[i], &st);
 		if (r >= 0)
-			r = door_copy(b, c, strbuf_cstr(&sf), strbuf_cstr(&st), true, depth + 1, budget);
+			r = door_copy(b, c, strbuf_cstr(&sf), strbuf_cstr(&st), true, depth + 1,
+				      budget);
 		strbuf_free(&sf);
 		strbuf_free(&st);
 	}
@@ -2270,7 +2306,8 @@ void broker_ipc_host_op(struct broker *b, const struct broker_ipc_ctx *c,
 		return;
 	}
 	_cleanup_strbuf_ struct strbuf extra = STRBUF_INIT;
-	door_begin(b, c, op->kind == BROKER_HOST_MODIFY_BACKUP ? "host-modify-backup" : "ipc-host-op",
+	door_begin(b, c,
+		   op->kind == BROKER_HOST_MODIFY_BACKUP ? "host-modify-backup" : "ipc-host-op",
 		   true, &extra);
 	struct broker_req q;
 	size_t budget = BROKER_TREE_MAX_ENTRIES;

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The broker (DESIGN section 2): one function per operation kind. It resolves paths as the target
- * would (resolve.c), decides by policy, takes the pre-image through one hook (broker_before_change),
- * performs the operation itself on fds, and writes one audit line per decision. It never exits the
- * process: every failure is the operation's -errno.
+ * would (resolve.c), decides by policy, takes the pre-image through one hook
+ * (broker_before_change), performs the operation itself on fds, and writes one audit line per
+ * decision. It never exits the process: every failure is the operation's -errno.
  */
 #pragma once
 
@@ -20,13 +20,13 @@ struct policy;
 struct net;
 
 enum broker_op {
-	BROKER_OP_OPEN,     /* open, openat, openat2, creat with write/create/truncate flags */
+	BROKER_OP_OPEN,	    /* open, openat, openat2, creat with write/create/truncate flags */
 	BROKER_OP_TRUNCATE, /* truncate(path, len) */
 	BROKER_OP_UNLINK,   /* unlink, unlinkat(0), rmdir, unlinkat(AT_REMOVEDIR) */
 	BROKER_OP_RENAME,   /* rename, renameat, renameat2 */
 	BROKER_OP_MKDIR,
 	BROKER_OP_MKNOD,
-	BROKER_OP_LINK,     /* hard link */
+	BROKER_OP_LINK, /* hard link */
 	BROKER_OP_SYMLINK,
 	BROKER_OP_CHMOD,
 	BROKER_OP_CHOWN,
@@ -37,8 +37,8 @@ enum broker_op {
 	 * itself, taken from the target with pidfd_getfd() */
 	BROKER_OP_CONNECT,
 	BROKER_OP_BIND,
-	BROKER_OP_SENDTO,   /* sendto with an address */
-	BROKER_OP_SENDMSG,  /* sendmsg, and the first message of sendmmsg */
+	BROKER_OP_SENDTO,  /* sendto with an address */
+	BROKER_OP_SENDMSG, /* sendmsg, and the first message of sendmmsg */
 	_BROKER_OP_MAX,
 };
 
@@ -50,20 +50,20 @@ struct broker_req {
 	pid_t tid;
 	const struct notif_ref *notif; /* the seccomp notification (NULL: the socket door) */
 	const char *syscall_name;
-	int dirfd;          /* AT_FDCWD or the target's dir fd */
-	const char *path;   /* NULL for fd-based forms (fchmod, ...) */
-	int fd;             /* fd-based forms: the target's fd; else -1 */
-	int dirfd2;         /* rename/link: second dir fd */
-	const char *path2;  /* rename/link: destination; symlink: the link's path */
+	int dirfd;		    /* AT_FDCWD or the target's dir fd */
+	const char *path;	    /* NULL for fd-based forms (fchmod, ...) */
+	int fd;			    /* fd-based forms: the target's fd; else -1 */
+	int dirfd2;		    /* rename/link: second dir fd */
+	const char *path2;	    /* rename/link: destination; symlink: the link's path */
 	const char *symlink_target; /* symlink: the content */
-	uint64_t flags;     /* open flags / AT_* flags / rename flags */
-	uint64_t resolve;   /* openat2 RESOLVE_* */
+	uint64_t flags;		    /* open flags / AT_* flags / rename flags */
+	uint64_t resolve;	    /* openat2 RESOLVE_* */
 	mode_t mode;
 	dev_t dev;
-	uint64_t length;    /* truncate */
-	uid_t uid;          /* chown */
+	uint64_t length; /* truncate */
+	uid_t uid;	 /* chown */
 	gid_t gid;
-	bool times_now;     /* utimes: NULL times */
+	bool times_now; /* utimes: NULL times */
 	struct timespec times[2];
 	const char *xattr_name;
 	const void *xattr_value;
@@ -71,19 +71,19 @@ struct broker_req {
 	int xattr_flags;
 	bool at_empty_path; /* *at with AT_EMPTY_PATH and "" path: acts on dirfd */
 	/* sockets: fd is the target's socket */
-	const void *addr;   /* copy of the address (connect, bind, sendto, msg_name); may be NULL */
+	const void *addr; /* copy of the address (connect, bind, sendto, msg_name); may be NULL */
 	unsigned addrlen;
-	int msg_flags;      /* send flags */
-	uint64_t data;      /* sendto: the buffer in the target; sendmsg: its msghdr */
-	uint64_t data_len;  /* sendto: its length */
-	bool mmsg;          /* sendmmsg: the result is one message, its msg_len written back */
+	int msg_flags;	   /* send flags */
+	uint64_t data;	   /* sendto: the buffer in the target; sendmsg: its msghdr */
+	uint64_t data_len; /* sendto: its length */
+	bool mmsg;	   /* sendmmsg: the result is one message, its msg_len written back */
 };
 
 enum broker_resp_kind {
 	BROKER_RESP_ERROR,    /* value = -errno */
 	BROKER_RESP_VALUE,    /* value = syscall result */
 	BROKER_RESP_CONTINUE, /* let the kernel run the syscall (Landlock decides) */
-	BROKER_RESP_FD,       /* install fd in the target (ADDFD + SEND) */
+	BROKER_RESP_FD,	      /* install fd in the target (ADDFD + SEND) */
 	BROKER_RESP_DEFER,    /* a FIFO with no reader yet: fd is an O_PATH fd of it; the supervisor
 			       * retries a non-blocking open with defer_flags until it succeeds */
 	BROKER_RESP_RETRY,    /* batch mode: pre-images recorded, not yet durable; nothing was done.
@@ -93,7 +93,7 @@ enum broker_resp_kind {
 struct broker_resp {
 	enum broker_resp_kind kind;
 	int64_t value;
-	int fd;             /* owned by the response */
+	int fd; /* owned by the response */
 	bool cloexec;
 	int defer_flags;
 	bool defer_connect; /* DEFER of a connect in progress: fd is the socket; answer its SO_ERROR
@@ -105,14 +105,14 @@ struct broker_resp {
 };
 
 struct broker_config {
-	const char *workspace;   /* real path */
-	const char *scratch;     /* real path; writable by the kernel (Landlock) */
-	const char *state_dir;   /* brokered's own state: never writable from inside */
+	const char *workspace; /* real path */
+	const char *scratch;   /* real path; writable by the kernel (Landlock) */
+	const char *state_dir; /* brokered's own state: never writable from inside */
 	const char *home;
 	bool backup_enabled;
-	bool kernel_enforces;    /* Landlock is on: scratch and device writes may CONTINUE */
-	bool allow_setid;        /* sandbox.allowSetid: files may become set-user/group-ID */
-	struct net *net;         /* socket policy (NULL: sockets are refused); borrowed */
+	bool kernel_enforces; /* Landlock is on: scratch and device writes may CONTINUE */
+	bool allow_setid;     /* sandbox.allowSetid: files may become set-user/group-ID */
+	struct net *net;      /* socket policy (NULL: sockets are refused); borrowed */
 };
 
 struct broker_stats {
@@ -147,10 +147,10 @@ const struct broker_stats *broker_get_stats(const struct broker *b);
 
 /* A refusal that the user may approve (policy decision "prompt"), merged per path. */
 struct broker_prompt {
-	char *path;     /* real path */
+	char *path;	 /* real path */
 	unsigned access; /* POLICY_ACCESS_* bits asked for */
-	char *op;       /* first operation that asked */
-	char *rule;     /* what decided "prompt" */
+	char *op;	 /* first operation that asked */
+	char *rule;	 /* what decided "prompt" */
 };
 const struct broker_prompt *broker_prompts(const struct broker *b, size_t *ret_n);
 /* One more block found outside a syscall: a git change when the command ended (git-guard.h),
@@ -189,17 +189,21 @@ struct broker_ipc_ctx {
 struct broker_ipc_result {
 	int error; /* 0 or -errno */
 	enum broker_ipc_decision decision;
-	char *real, *real_to; /* normalisedPath / normalisedTo: the real paths acted on (malloc'd) */
-	const char *backup;   /* static: what the store did for the (last) path, or NULL */
-	char *trashed;	      /* delete to trash: where the file went (malloc'd) */
-	int fd;		      /* token: the opened file (owned), else -1 */
+	char *real,
+	    *real_to;	    /* normalisedPath / normalisedTo: the real paths acted on (malloc'd) */
+	const char *backup; /* static: what the store did for the (last) path, or NULL */
+	char *trashed;	    /* delete to trash: where the file went (malloc'd) */
+	int fd;		    /* token: the opened file (owned), else -1 */
 };
-#define BROKER_IPC_RESULT_INIT {.fd = -1}
+#define BROKER_IPC_RESULT_INIT                                                                     \
+	{                                                                                          \
+		.fd = -1                                                                           \
+	}
 void broker_ipc_result_done(struct broker_ipc_result *r);
 
 /* Text token: open path as the broker would for the sandbox (a write backs the file up first). */
-void broker_ipc_token(struct broker *b, const struct broker_ipc_ctx *c, const char *path, bool write,
-		      int flags, mode_t mode, struct broker_ipc_result *ret);
+void broker_ipc_token(struct broker *b, const struct broker_ipc_ctx *c, const char *path,
+		      bool write, int flags, mode_t mode, struct broker_ipc_result *ret);
 
 enum broker_delete_mode {
 	BROKER_DELETE_DEFAULT, /* the broker's configured mode (broker_set_delete_mode) */

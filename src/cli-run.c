@@ -11,31 +11,34 @@
 
 static void run_usage(FILE *f)
 {
-	fputs("Usage: brokered run [OPTIONS] -- PROGRAM [ARG...]\n"
-	      "       brokered run [OPTIONS] -c 'STRING'\n"
-	      "       brokered sh -c 'STRING' [ARG0 [ARG...]]   (also as brokered-sh)\n"
-	      "\n"
-	      "Run a command so that every file change it makes is checked by the broker and every\n"
-	      "existing file is backed up before it changes.\n"
-	      "\n"
-	      "  --workspace DIR   writable root (default: the current directory)\n"
-	      "  --session ID      backup session (default: $BROKERED_SESSION_ID, else one per workspace)\n"
-	      "  --tool-call ID    attribution in store and audit log (default: generated)\n"
-	      "  -m, --message MSG commit message of the run's own turn (default: the command line)\n"
-	      "  --settings FILE   extra settings file\n"
-	      "  --json            machine-readable report on stderr when the command ends\n"
-	      "  -c STRING         run STRING with /bin/sh -c\n"
-	      "  --approve PATH[=ACCESS,...]  grant an access that the policy would prompt for\n"
-	      "                    (ACCESS: read, write, delete, metadata; default all but read)\n"
-	      "  --approve unix:PATH  allow connecting to the Unix sockets at or below PATH\n"
-	      "  --approve net:HOST   let the network proxy through to HOST\n"
-	      "  --rollback TURN   first undo TURN (a refused attempt), then run: an approved\n"
-	      "                    rerun applies no side effect twice\n"
-	      "  --degraded        run on a kernel without Landlock (the broker alone enforces)\n"
-	      "  --dangerously-disable-sandbox  run unsandboxed, after a yes on the terminal\n"
-	      "\n"
-	      "Exit status: the command's; 120 approval needed; 125 brokered failed; 126/127 as a shell.\n",
-	      f);
+	fputs(
+	    "Usage: brokered run [OPTIONS] -- PROGRAM [ARG...]\n"
+	    "       brokered run [OPTIONS] -c 'STRING'\n"
+	    "       brokered sh -c 'STRING' [ARG0 [ARG...]]   (also as brokered-sh)\n"
+	    "\n"
+	    "Run a command so that every file change it makes is checked by the broker and every\n"
+	    "existing file is backed up before it changes.\n"
+	    "\n"
+	    "  --workspace DIR   writable root (default: the current directory)\n"
+	    "  --session ID      backup session (default: $BROKERED_SESSION_ID, else one per "
+	    "workspace)\n"
+	    "  --tool-call ID    attribution in store and audit log (default: generated)\n"
+	    "  -m, --message MSG commit message of the run's own turn (default: the command line)\n"
+	    "  --settings FILE   extra settings file\n"
+	    "  --json            machine-readable report on stderr when the command ends\n"
+	    "  -c STRING         run STRING with /bin/sh -c\n"
+	    "  --approve PATH[=ACCESS,...]  grant an access that the policy would prompt for\n"
+	    "                    (ACCESS: read, write, delete, metadata; default all but read)\n"
+	    "  --approve unix:PATH  allow connecting to the Unix sockets at or below PATH\n"
+	    "  --approve net:HOST   let the network proxy through to HOST\n"
+	    "  --rollback TURN   first undo TURN (a refused attempt), then run: an approved\n"
+	    "                    rerun applies no side effect twice\n"
+	    "  --degraded        run on a kernel without Landlock (the broker alone enforces)\n"
+	    "  --dangerously-disable-sandbox  run unsandboxed, after a yes on the terminal\n"
+	    "\n"
+	    "Exit status: the command's; 120 approval needed; 125 brokered failed; 126/127 as a "
+	    "shell.\n",
+	    f);
 }
 
 int cli_run(int argc, char **argv)
@@ -52,18 +55,18 @@ int cli_run(int argc, char **argv)
 		OPT_ROLLBACK
 	};
 	static const struct option opts[] = {
-		{"workspace", required_argument, NULL, OPT_WORKSPACE},
-		{"session", required_argument, NULL, OPT_SESSION},
-		{"tool-call", required_argument, NULL, OPT_TOOL_CALL},
-		{"message", required_argument, NULL, 'm'},
-		{"settings", required_argument, NULL, OPT_SETTINGS},
-		{"json", no_argument, NULL, OPT_JSON},
-		{"approve", required_argument, NULL, OPT_APPROVE},
-		{"degraded", no_argument, NULL, OPT_DEGRADED},
-		{"rollback", required_argument, NULL, OPT_ROLLBACK},
-		{"dangerously-disable-sandbox", no_argument, NULL, OPT_DISABLE},
-		{"help", no_argument, NULL, 'h'},
-		{},
+	    {"workspace", required_argument, NULL, OPT_WORKSPACE},
+	    {"session", required_argument, NULL, OPT_SESSION},
+	    {"tool-call", required_argument, NULL, OPT_TOOL_CALL},
+	    {"message", required_argument, NULL, 'm'},
+	    {"settings", required_argument, NULL, OPT_SETTINGS},
+	    {"json", no_argument, NULL, OPT_JSON},
+	    {"approve", required_argument, NULL, OPT_APPROVE},
+	    {"degraded", no_argument, NULL, OPT_DEGRADED},
+	    {"rollback", required_argument, NULL, OPT_ROLLBACK},
+	    {"dangerously-disable-sandbox", no_argument, NULL, OPT_DISABLE},
+	    {"help", no_argument, NULL, 'h'},
+	    {},
 	};
 	struct run_options o = {0};
 	const char *command_string = NULL;

@@ -22,7 +22,9 @@ static void line(bool ok, const char *what, const char *detail, const char *if_m
 int cli_doctor(int argc, char **argv)
 {
 	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-		puts("Usage: brokered doctor\n\nPrint the kernel features brokered uses and what would degrade without them.\nExit status 0 when everything brokered needs is there, 1 otherwise.");
+		puts("Usage: brokered doctor\n\nPrint the kernel features brokered uses and what "
+		     "would degrade without them.\nExit status 0 when everything brokered needs is "
+		     "there, 1 otherwise.");
 		return 0;
 	}
 	struct utsname u;
@@ -50,15 +52,20 @@ int cli_doctor(int argc, char **argv)
 	line(f.landlock_abi >= 6, "Landlock signal and abstract-socket scoping (ABI 6)", NULL,
 	     "sandboxed processes can signal processes outside and reach abstract sockets");
 	line(f.wait_killable, "SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (5.19)", NULL,
-	     "a signal during a brokered syscall may make the kernel retry an operation already done");
+	     "a signal during a brokered syscall may make the kernel retry an operation already "
+	     "done");
 	line(f.openat2, "openat2 with RESOLVE_NO_MAGICLINKS (5.6)", NULL,
 	     "paths cannot be resolved safely; brokered refuses to run");
-	line(f.landlock_abi >= 4, "Landlock TCP bind/connect rules (ABI 4)", NULL,
-	     "in network modes deny and proxy only the broker refuses TCP (the kernel does not back "
-	     "it up)");
-	printf("Network (sandbox.network): Unix sockets by path are decided by the broker on the socket\n"
-	       "  itself (pidfd_getfd); modes deny and proxy: TCP %s, UDP and the rest by the broker.\n",
-	       f.landlock_abi >= 4 ? "refused by Landlock and the broker" : "refused by the broker");
+	line(
+	    f.landlock_abi >= 4, "Landlock TCP bind/connect rules (ABI 4)", NULL,
+	    "in network modes deny and proxy only the broker refuses TCP (the kernel does not back "
+	    "it up)");
+	printf("Network (sandbox.network): Unix sockets by path are decided by the broker on the "
+	       "socket\n"
+	       "  itself (pidfd_getfd); modes deny and proxy: TCP %s, UDP and the rest by the "
+	       "broker.\n",
+	       f.landlock_abi >= 4 ? "refused by Landlock and the broker"
+				   : "refused by the broker");
 	bool ok = f.landlock_abi >= 1 && f.seccomp_notify && f.seccomp_addfd_send && f.openat2 &&
 		  f.pidfd_getfd;
 	printf("%s\n", ok ? "brokered can run here with full protection."

@@ -38,7 +38,8 @@ int log_internal(enum log_level level, int error, const char *fmt, ...)
 		errno = e; /* so that %m prints the error passed in */
 		vsnprintf(buf, sizeof buf, fmt, ap);
 		va_end(ap);
-		fprintf(stderr, "brokered: %s%s\n", level == LOG_LEVEL_WARNING ? "warning: " : "", buf);
+		fprintf(stderr, "brokered: %s%s\n", level == LOG_LEVEL_WARNING ? "warning: " : "",
+			buf);
 	}
 	return error > 0 ? -error : (error < 0 ? error : -EIO);
 }

@@ -625,7 +625,8 @@ static struct verdict holds_denied(const struct policy *p, const char *path, uns
 	size_t n = strlen(path);
 	for (size_t i = 0; i < p->n_rules; i++) {
 		const struct prule *r = &p->rules[i];
-		if (r->decision != POLICY_DENY || !(r->access & (POLICY_ACCESS_WRITE | POLICY_ACCESS_DELETE)))
+		if (r->decision != POLICY_DENY ||
+		    !(r->access & (POLICY_ACCESS_WRITE | POLICY_ACCESS_DELETE)))
 			continue;
 		/* the literal part of the pattern (all of it, or up to the first wildcard) */
 		size_t lit = r->literal ? strlen(r->pattern) : r->specificity;

@@ -122,8 +122,8 @@ static ssize_t status_read(pid_t tid, const struct notif_ref *nref, char *buf, s
 	int fd = status_open(tid);
 	if (fd < 0)
 		return fd;
-	/* A cached fd stays tied to the task it was opened for (reads fail once it is gone); a fresh
-	 * one is that task's only if the notification is still pending now. */
+	/* A cached fd stays tied to the task it was opened for (reads fail once it is gone); a
+	 * fresh one is that task's only if the notification is still pending now. */
 	if (proc_target_still_valid(nref) < 0) {
 		safe_close(fd);
 		return -ESRCH;

@@ -13,8 +13,8 @@
 /* Copy n bytes at addr of tid. -EFAULT if any byte is unreadable. */
 int proc_read_mem(pid_t tid, uint64_t addr, void *buf, size_t n);
 /*
- * Copy the NUL-terminated string at addr into buf (size bufsz, including the NUL). Reads page by page
- * so a string at the end of a mapping works. -ENAMETOOLONG if no NUL within bufsz, -EFAULT if
+ * Copy the NUL-terminated string at addr into buf (size bufsz, including the NUL). Reads page by
+ * page so a string at the end of a mapping works. -ENAMETOOLONG if no NUL within bufsz, -EFAULT if
  * unreadable.
  */
 int proc_read_string(pid_t tid, uint64_t addr, char *buf, size_t bufsz, size_t *ret_len);

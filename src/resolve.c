@@ -79,9 +79,8 @@ static int translate_self(pid_t tid, const char *path, struct strbuf *out)
 		const char *prefix;
 		const char *suffix; /* after /proc/TID */
 	} map[] = {
-		{"/proc/self", ""},          {"/proc/thread-self", ""},
-		{"/dev/fd", "/fd"},          {"/dev/stdin", "/fd/0"},
-		{"/dev/stdout", "/fd/1"},    {"/dev/stderr", "/fd/2"},
+	    {"/proc/self", ""},	     {"/proc/thread-self", ""}, {"/dev/fd", "/fd"},
+	    {"/dev/stdin", "/fd/0"}, {"/dev/stdout", "/fd/1"},	{"/dev/stderr", "/fd/2"},
 	};
 	strbuf_reset(out);
 	for (size_t i = 0; i < ELEMENTSOF(map); i++) {
@@ -172,7 +171,8 @@ static int resolve_magic(struct resolved *r)
 	return 0;
 }
 
-/* Split at the last '/': dir part (may be "" meaning base) and final name; trailing slashes noted. */
+/* Split at the last '/': dir part (may be "" meaning base) and final name; trailing slashes noted.
+ */
 static int split_path(const char *path, struct strbuf *dir, char **ret_name, bool *ret_trailing)
 {
 	size_t n = strlen(path);
@@ -361,8 +361,9 @@ int resolve_path(const struct resolve_ctx *ctx, int dirfd, const char *path, uns
 		 struct resolved *ret)
 {
 	int k = resolve_path_once(ctx, dirfd, path, flags, ret);
-	/* Whatever was opened through /proc/TID (cwd, fd/N, /proc/self/...) was the target's only if
-	 * its notification is still pending: a thread id freed meanwhile may name another process. */
+	/* Whatever was opened through /proc/TID (cwd, fd/N, /proc/self/...) was the target's only
+	 * if its notification is still pending: a thread id freed meanwhile may name another
+	 * process. */
 	if (k >= 0 && proc_target_still_valid(ctx->notif) < 0)
 		return -ESRCH;
 	return k;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Resolving a path as the target would, but into fds the broker acts on (DESIGN section 4): the
- * parent directory is an O_PATH fd, its real path is read back from the fd for the policy check, and
- * the operation then uses *at() on that fd and the final name, so a symlink swapped in between
+ * parent directory is an O_PATH fd, its real path is read back from the fd for the policy check,
+ * and the operation then uses *at() on that fd and the final name, so a symlink swapped in between
  * cannot redirect it. Never logs.
  */
 #pragma once
@@ -14,29 +14,32 @@
 #include "proc.h"
 
 enum resolve_flags {
-	RESOLVE_FOLLOW = 1 << 0,         /* follow a symlink in the final component (open, chmod, ...) */
-	RESOLVE_ALLOW_DOTDOT = 1 << 2,   /* final "." / "..": resolve to the directory itself */
+	RESOLVE_FOLLOW = 1 << 0, /* follow a symlink in the final component (open, chmod, ...) */
+	RESOLVE_ALLOW_DOTDOT = 1 << 2, /* final "." / "..": resolve to the directory itself */
 };
 
 struct resolved {
-	int parent_fd;        /* O_PATH fd of the parent directory, or -1 for a magic-link object */
-	dev_t parent_dev;     /* its st_dev (0 for a magic-link object) */
-	char *name;           /* final component (no '/'), NULL for a magic-link object */
-	char *parent_real;    /* real absolute path of the parent */
-	char *real;           /* real absolute path of the final (parent_real/name) */
-	bool exists;          /* the final exists (lstat semantics) */
-	struct stat st;       /* its lstat() when exists */
-	int obj_fd;           /* magic link (/proc/PID/fd/N, ...) resolved: O_PATH fd of the object */
-	bool trailing_slash;  /* the path as written ended in '/' */
+	int parent_fd;	   /* O_PATH fd of the parent directory, or -1 for a magic-link object */
+	dev_t parent_dev;  /* its st_dev (0 for a magic-link object) */
+	char *name;	   /* final component (no '/'), NULL for a magic-link object */
+	char *parent_real; /* real absolute path of the parent */
+	char *real;	   /* real absolute path of the final (parent_real/name) */
+	bool exists;	   /* the final exists (lstat semantics) */
+	struct stat st;	   /* its lstat() when exists */
+	int obj_fd;	   /* magic link (/proc/PID/fd/N, ...) resolved: O_PATH fd of the object */
+	bool trailing_slash; /* the path as written ended in '/' */
 };
 
-#define RESOLVED_INIT {.parent_fd = -1, .obj_fd = -1}
+#define RESOLVED_INIT                                                                              \
+	{                                                                                          \
+		.parent_fd = -1, .obj_fd = -1                                                      \
+	}
 
 struct resolve_ctx {
 	pid_t tid;   /* the target thread */
 	int root_fd; /* O_PATH "/" of the broker (the target cannot chroot) */
-	/* The notification the target is stopped in (NULL: the socket door, no target): a resolution
-	 * that went through /proc/TID is valid only if this still is once it is done. */
+	/* The notification the target is stopped in (NULL: the socket door, no target): a
+	 * resolution that went through /proc/TID is valid only if this still is once it is done. */
 	const struct notif_ref *notif;
 };
 

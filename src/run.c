@@ -55,8 +55,9 @@ static int remove_tree_at(int dirfd, const char *name, int depth)
 		return -ELOOP;
 	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return errno == ENOTDIR || errno == ELOOP ? (unlinkat(dirfd, name, 0) < 0 ? negative_errno() : 0)
-							  : negative_errno();
+		return errno == ENOTDIR || errno == ELOOP
+			   ? (unlinkat(dirfd, name, 0) < 0 ? negative_errno() : 0)
+			   : negative_errno();
 	DIR *d = fdopendir(fd);
 	if (!d) {
 		close(fd);
@@ -169,7 +170,6 @@ static int recv_fd(int sock, pid_t child)
 }
 
 /* ---- the child ---- */
-
 
 _noreturn_ static void child_main(const struct run_options *o, int sock,
 				  const struct sandbox_landlock *ll, const struct sock_fprog *prog,
@@ -296,7 +296,8 @@ static int supervise(struct run_state *rs, struct supervisor *sv, struct ipc_ser
 			killing = true;
 		if (killing)
 			kill_children();
-		pfd[0] = (struct pollfd){.fd = rs->listener_hup ? -1 : rs->listener, .events = POLLIN};
+		pfd[0] =
+		    (struct pollfd){.fd = rs->listener_hup ? -1 : rs->listener, .events = POLLIN};
 		pfd[1] = (struct pollfd){.fd = sfd, .events = POLLIN};
 		pfd[2] = (struct pollfd){.fd = supervisor_fifo_fd(sv), .events = POLLIN};
 		size_t n_ipc = ipc ? ipc_server_pollfds(ipc, pfd + 3, ELEMENTSOF(pfd) - 3) : 0;
@@ -338,8 +339,8 @@ static int supervise(struct run_state *rs, struct supervisor *sv, struct ipc_ser
 					reap(rs);
 					continue;
 				}
-				/* A terminal's signals reach the command's process group by themselves;
-				 * forward only what was sent to brokered alone. */
+				/* A terminal's signals reach the command's process group by
+				 * themselves; forward only what was sent to brokered alone. */
 				if (si.ssi_code != SI_KERNEL && !rs->child_done)
 					kill(rs->child, sig);
 			}
@@ -404,7 +405,8 @@ static void phase(const char *what)
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	if (!t0.tv_sec)
 		t0 = t;
-	log_debug("%8.3f ms  %s", (double)(t.tv_sec - t0.tv_sec) * 1e3 + (double)(t.tv_nsec - t0.tv_nsec) / 1e6,
+	log_debug("%8.3f ms  %s",
+		  (double)(t.tv_sec - t0.tv_sec) * 1e3 + (double)(t.tv_nsec - t0.tv_nsec) / 1e6,
 		  what);
 }
 
@@ -412,11 +414,12 @@ static void phase(const char *what)
 
 struct run_ctx {
 	const struct run_options *o;
-	char *workspace, *state_dir, *session, *tool_call, *cmdline, *scratch, *audit_path, *home_real;
+	char *workspace, *state_dir, *session, *tool_call, *cmdline, *scratch, *audit_path,
+	    *home_real;
 	const char *home;
 	const char *msg;
 	struct sandbox_features feat;
-	bool landlock;           /* false only in --degraded mode on a kernel without it */
+	bool landlock; /* false only in --degraded mode on a kernel without it */
 	struct settings *settings;
 	struct policy *policy;
 	struct store *store;
@@ -471,7 +474,8 @@ static int start_proxy(struct run_ctx *c)
 	unsigned port = ntohs(c->net->proxy.sin_port);
 	snprintf(http, sizeof http, "http://127.0.0.1:%u", port);
 	snprintf(socks, sizeof socks, "socks5h://127.0.0.1:%u", port);
-	static const char *const http_vars[] = {"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"};
+	static const char *const http_vars[] = {"HTTP_PROXY", "http_proxy", "HTTPS_PROXY",
+						"https_proxy"};
 	for (size_t i = 0; i < ELEMENTSOF(http_vars); i++)
 		setenv(http_vars[i], http, 1);
 	setenv("ALL_PROXY", socks, 1);
@@ -536,22 +540,26 @@ static void maybe_run_unsandboxed(struct run_ctx *c)
 {
 	const struct run_options *o = c->o;
 	if (o->dangerously_disable_sandbox) {
-		if (!ask_yes_no("brokered: run this command WITHOUT the sandbox and without backups?")) {
-			log_error("--dangerously-disable-sandbox needs a yes on a terminal; not running the command");
+		if (!ask_yes_no(
+			"brokered: run this command WITHOUT the sandbox and without backups?")) {
+			log_error("--dangerously-disable-sandbox needs a yes on a terminal; not "
+				  "running the command");
 			exit(RUN_EXIT_FAILURE);
 		}
 		log_warning("running unsandboxed (approved): no policy, no backups, no audit");
 		exec_unsandboxed(o);
 	}
 	if (!c->settings->sandbox_enabled) {
-		log_warning("sandbox.enabled is false in the settings: running unsandboxed, no policy, no backups");
+		log_warning("sandbox.enabled is false in the settings: running unsandboxed, no "
+			    "policy, no backups");
 		exec_unsandboxed(o);
 	}
 	_cleanup_free_ char *w = root_word(o);
 	for (size_t i = 0; w && i < c->settings->n_excluded_commands; i++) {
 		const char *pat = c->settings->excluded_commands[i];
 		if (fnmatch(pat, w, 0) == 0) {
-			log_warning("\"%s\" matches sandbox.excludedCommands \"%s\": running unsandboxed, no policy, no backups",
+			log_warning("\"%s\" matches sandbox.excludedCommands \"%s\": running "
+				    "unsandboxed, no policy, no backups",
 				    w, pat);
 			exec_unsandboxed(o);
 		}
@@ -568,11 +576,14 @@ static int read_deny_list(struct run_ctx *c)
 	if (!c->read_denied)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		/* A prefix that holds the workspace or the scratch dir (a wildcard rule's directory)
-		 * cannot be denied wholesale without breaking the run: leave it to the policy. */
+		/* A prefix that holds the workspace or the scratch dir (a wildcard rule's
+		 * directory) cannot be denied wholesale without breaking the run: leave it to the
+		 * policy. */
 		if (path_is_under(c->workspace, v[i]) || path_is_under(c->scratch, v[i]) ||
 		    strcmp(v[i], "/") == 0) {
-			log_debug("read rule on \"%s\" not enforced by Landlock: it holds the workspace", v[i]);
+			log_debug(
+			    "read rule on \"%s\" not enforced by Landlock: it holds the workspace",
+			    v[i]);
 			continue;
 		}
 		c->read_denied[c->n_read_denied] = strdup(v[i]);
@@ -604,10 +615,11 @@ static int setup(struct run_ctx *c)
 	if ((r = settings_new(&c->settings)) < 0)
 		return log_error_errno(r, "Failed to allocate settings: %m");
 	struct settings_error serr = {0};
-	r = settings_load_all(c->settings, c->home, getenv("XDG_CONFIG_HOME"), c->workspace, o->settings,
-			      &serr);
+	r = settings_load_all(c->settings, c->home, getenv("XDG_CONFIG_HOME"), c->workspace,
+			      o->settings, &serr);
 	if (r < 0) {
-		log_error("Failed to load settings: %s", serr.message ? serr.message : strerror(-r));
+		log_error("Failed to load settings: %s",
+			  serr.message ? serr.message : strerror(-r));
 		settings_error_done(&serr);
 		return r;
 	}
@@ -625,18 +637,29 @@ static int setup(struct run_ctx *c)
 		c->feat.seccomp_notify = false;
 	c->landlock = c->feat.landlock_abi >= 1;
 	if (!c->feat.seccomp_notify || !c->feat.openat2 || !c->feat.pidfd_getfd) {
-		log_error("Failed to set up the sandbox: this kernel has no seccomp user notification%s%s",
-			  c->feat.openat2 ? "" : " or openat2", c->feat.pidfd_getfd ? "" : " or pidfd_getfd");
-		log_error("Hint: brokered needs Linux 5.14+ (seccomp ADDFD_FLAG_SEND, openat2); without them no change can be brokered or backed up, so there is no degraded mode. `brokered doctor` shows what is missing.");
+		log_error("Failed to set up the sandbox: this kernel has no seccomp user "
+			  "notification%s%s",
+			  c->feat.openat2 ? "" : " or openat2",
+			  c->feat.pidfd_getfd ? "" : " or pidfd_getfd");
+		log_error("Hint: brokered needs Linux 5.14+ (seccomp ADDFD_FLAG_SEND, openat2); "
+			  "without them no change can be brokered or backed up, so there is no "
+			  "degraded mode. `brokered doctor` shows what is missing.");
 		return -EOPNOTSUPP;
 	}
 	if (!c->landlock) {
 		if (!o->degraded) {
 			log_error("Failed to set up the sandbox: this kernel has no Landlock");
-			log_error("Hint: Landlock needs Linux 5.13+ with CONFIG_SECURITY_LANDLOCK=y and \"landlock\" in the lsm= boot parameter. `brokered run --degraded` runs without it: every change is still brokered and backed up, but nothing in the kernel backs the broker up (reads of secrets are not denied, and a bug in the broker is not caught). `brokered doctor` shows what is missing.");
+			log_error(
+			    "Hint: Landlock needs Linux 5.13+ with CONFIG_SECURITY_LANDLOCK=y and "
+			    "\"landlock\" in the lsm= boot parameter. `brokered run --degraded` "
+			    "runs without it: every change is still brokered and backed up, but "
+			    "nothing in the kernel backs the broker up (reads of secrets are not "
+			    "denied, and a bug in the broker is not caught). `brokered doctor` "
+			    "shows what is missing.");
 			return -EOPNOTSUPP;
 		}
-		log_warning("degraded: no Landlock on this kernel; the broker alone enforces the policy, secrets stay readable");
+		log_warning("degraded: no Landlock on this kernel; the broker alone enforces the "
+			    "policy, secrets stay readable");
 	}
 
 	if ((r = store_state_dir(&c->state_dir)) < 0)
@@ -660,9 +683,11 @@ static int setup(struct run_ctx *c)
 	if ((r = make_scratch(c->state_dir, &c->scratch)) < 0)
 		return log_error_errno(r, "Failed to create the scratch directory: %m");
 	struct policy_error perr = {0};
-	r = policy_new(c->settings, c->workspace, c->scratch, c->home, c->state_dir, &c->policy, &perr);
+	r = policy_new(c->settings, c->workspace, c->scratch, c->home, c->state_dir, &c->policy,
+		       &perr);
 	if (r < 0) {
-		log_error("Failed to build the policy: %s", perr.message ? perr.message : strerror(-r));
+		log_error("Failed to build the policy: %s",
+			  perr.message ? perr.message : strerror(-r));
 		policy_error_done(&perr);
 		return r;
 	}
@@ -684,11 +709,13 @@ static int setup(struct run_ctx *c)
 		unsigned access;
 		if (net_is_grant(o->approve[i])) {
 			if ((r = net_add_grant(c->net, o->approve[i])) < 0)
-				return log_error_errno(r, "Failed to grant \"%s\": %m", o->approve[i]);
+				return log_error_errno(r, "Failed to grant \"%s\": %m",
+						       o->approve[i]);
 			continue;
 		}
 		if ((r = approval_parse_grant(o->approve[i], &p, &access)) < 0) {
-			log_error("Invalid --approve \"%s\": expected PATH or PATH=ACCESS[,ACCESS] (read, write, delete, metadata)",
+			log_error("Invalid --approve \"%s\": expected PATH or PATH=ACCESS[,ACCESS] "
+				  "(read, write, delete, metadata)",
 				  o->approve[i]);
 			return r;
 		}
@@ -698,20 +725,22 @@ static int setup(struct run_ctx *c)
 
 	phase("scratch dir and policy");
 	if ((r = store_open(c->state_dir, c->session, &c->store)) < 0)
-		return log_error_errno(r, "Failed to open the backup store of session \"%s\": %m", c->session);
+		return log_error_errno(r, "Failed to open the backup store of session \"%s\": %m",
+				       c->session);
 	if ((r = approval_load_session(store_session_dir(c->store), c->policy, c->net)) < 0)
 		log_warning_errno(r, "Failed to read the session's grants: %m");
 	c->so = (struct store_options){
-		.enabled = c->settings->backup_enabled,
-		.max_size_bytes = c->settings->backup_max_size_mb * 1024 * 1024,
-		.deny_oversize = c->settings->backup_deny_oversize,
-		.sync = c->settings->backup_sync,
+	    .enabled = c->settings->backup_enabled,
+	    .max_size_bytes = c->settings->backup_max_size_mb * 1024 * 1024,
+	    .deny_oversize = c->settings->backup_deny_oversize,
+	    .sync = c->settings->backup_sync,
 	};
 	store_set_durable(c->settings->backup_sync);
 	strbuf_reset(&sb);
 	strbuf_printf(&sb, "%s/audit.log", store_session_dir(c->store));
 	c->audit_path = strbuf_steal(&sb);
-	if (!c->audit_path || (r = audit_open(c->audit_path, c->session, c->tool_call, &c->audit)) < 0)
+	if (!c->audit_path ||
+	    (r = audit_open(c->audit_path, c->session, c->tool_call, &c->audit)) < 0)
 		return log_error_errno(r, "Failed to open the audit log \"%s\": %m",
 				       c->audit_path ? c->audit_path : "");
 
@@ -721,11 +750,12 @@ static int setup(struct run_ctx *c)
 	if (c->landlock) {
 		_cleanup_free_ char *failed = NULL;
 		r = sandbox_landlock_prepare(c->scratch, (const char *const *)c->read_denied,
-					     c->n_read_denied, c->net->mode != SETTINGS_NET_ALLOW, &c->ll,
-					     &failed);
+					     c->n_read_denied, c->net->mode != SETTINGS_NET_ALLOW,
+					     &c->ll, &failed);
 		if (r < 0)
 			return log_error_errno(r, "Failed to build the Landlock ruleset%s%s%s: %m",
-					       failed ? " for \"" : "", failed ? failed : "", failed ? "\"" : "");
+					       failed ? " for \"" : "", failed ? failed : "",
+					       failed ? "\"" : "");
 	}
 	phase("Landlock ruleset");
 	if ((r = sandbox_build_filter(&c->prog, c->net->mode != SETTINGS_NET_ALLOW)) < 0)
@@ -770,7 +800,8 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 	bool mask_set = false;
 	a->exit_status = RUN_EXIT_FAILURE;
 
-	if ((r = store_turn_join_or_begin(c->store, &c->so, c->tool_call, msg, &a->turn, &a->turn_owned)) < 0)
+	if ((r = store_turn_join_or_begin(c->store, &c->so, c->tool_call, msg, &a->turn,
+					  &a->turn_owned)) < 0)
 		return log_error_errno(r, "Failed to open a backup turn: %m");
 	phase("turn opened");
 	a->turn_id = strdup(store_turn_id(a->turn));
@@ -778,14 +809,14 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 		return -ENOMEM;
 	setenv("BROKERED_TURN_ID", a->turn_id, 1);
 	struct broker_config bc = {
-		.workspace = c->workspace,
-		.scratch = c->scratch,
-		.state_dir = c->state_dir,
-		.home = c->home,
-		.backup_enabled = c->settings->backup_enabled,
-		.kernel_enforces = c->landlock,
-		.allow_setid = c->settings->allow_setid,
-		.net = c->net,
+	    .workspace = c->workspace,
+	    .scratch = c->scratch,
+	    .state_dir = c->state_dir,
+	    .home = c->home,
+	    .backup_enabled = c->settings->backup_enabled,
+	    .kernel_enforces = c->landlock,
+	    .allow_setid = c->settings->allow_setid,
+	    .net = c->net,
 	};
 	if ((r = broker_new(&bc, c->audit, a->turn, &a->broker)) < 0)
 		return log_error_errno(r, "Failed to start the broker: %m");
@@ -796,7 +827,8 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 	/* The broker socket for the command's cooperative clients (DESIGN section 5). */
 	_cleanup_free_ char *ipc_path = NULL;
 	r = ipc_run_socket_path(c->session, &ipc_path);
-	struct ipc_config ic = {.socket_path = ipc_path, .session_id = c->session, .audit = c->audit};
+	struct ipc_config ic = {
+	    .socket_path = ipc_path, .session_id = c->session, .audit = c->audit};
 	if (r >= 0)
 		r = ipc_server_new(&ic, a->broker, &ipc);
 	if (r >= 0)
@@ -814,7 +846,8 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 
 	/* Signals are read from a signalfd; the child gets the old mask back. */
 	sigemptyset(&mask);
-	static const int sigs[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2};
+	static const int sigs[] = {SIGCHLD, SIGINT,   SIGTERM, SIGHUP,
+				   SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2};
 	for (size_t i = 0; i < ELEMENTSOF(sigs); i++)
 		sigaddset(&mask, sigs[i]);
 	sigprocmask(SIG_BLOCK, &mask, &oldmask);
@@ -845,8 +878,8 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 	if (rs.child == 0) {
 		close(sock[0]);
 		close(sfd);
-		child_main(c->o, sock[1], c->landlock ? &c->ll : NULL, &c->prog, c->feat.wait_killable,
-			   &oldmask);
+		child_main(c->o, sock[1], c->landlock ? &c->ll : NULL, &c->prog,
+			   c->feat.wait_killable, &oldmask);
 	}
 	close(sock[1]);
 	sock[1] = -1;
@@ -856,7 +889,9 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 		int stage = (-e) >> 16, err = (-e) & 0xffff;
 		waitpid(rs.child, NULL, 0);
 		if (e == -ECHILD || e == -EPROTO)
-			r = log_error_errno(ECHILD, "Failed to start the sandboxed command: the child exited early");
+			r = log_error_errno(
+			    ECHILD,
+			    "Failed to start the sandboxed command: the child exited early");
 		else
 			r = log_error_errno(err, "Failed to %s: %m", stage_name(stage));
 		goto out;
@@ -892,8 +927,9 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 	phase("command ended, sandbox empty");
 	{
 		const struct broker_stats *bs = broker_get_stats(a->broker);
-		log_debug("%" PRIu64 " requests, %" PRIu64 " pre-images saved; group commit: %" PRIu64
-			  " requests shared %" PRIu64 " flushes",
+		log_debug("%" PRIu64 " requests, %" PRIu64
+			  " pre-images saved; group commit: %" PRIu64 " requests shared %" PRIu64
+			  " flushes",
 			  bs->requests, bs->backups_saved, bs->batched, bs->batch_syncs);
 	}
 	r = 0;
@@ -931,7 +967,9 @@ static int attempt_commit(struct run_ctx *c, struct attempt *a, const char *msg)
 		r = store_commit_id(c->store, a->turn_id, msg);
 	}
 	if (r < 0)
-		log_warning_errno(r, "Failed to commit the backup turn %s (it stays open; `brokered log` lists it, `brokered turn commit --turn %s` commits it): %m",
+		log_warning_errno(r,
+				  "Failed to commit the backup turn %s (it stays open; `brokered "
+				  "log` lists it, `brokered turn commit --turn %s` commits it): %m",
 				  a->turn_id, a->turn_id);
 	return r;
 }
@@ -948,7 +986,8 @@ static int rollback_turn(struct run_ctx *c, const char *turn)
 	if (r < 0)
 		return log_error_errno(r, "Failed to plan the rollback of turn %s: %m", id);
 	if (plan->n_conflicts) {
-		log_error("Not rolling back turn %s: %zu path(s) changed after it (`brokered undo %s` shows them)",
+		log_error("Not rolling back turn %s: %zu path(s) changed after it (`brokered undo "
+			  "%s` shows them)",
 			  id, plan->n_conflicts, id);
 		store_plan_free(plan);
 		return -EBUSY;
@@ -960,7 +999,8 @@ static int rollback_turn(struct run_ctx *c, const char *turn)
 	store_plan_free(plan);
 	free(rid);
 	if (r != 0)
-		return log_error_errno(r < 0 ? r : EIO, "Failed to roll back turn %s (%d path(s) not restored): %m",
+		return log_error_errno(r < 0 ? r : EIO,
+				       "Failed to roll back turn %s (%d path(s) not restored): %m",
 				       id, r > 0 ? r : 0);
 	return 0;
 }
@@ -1026,7 +1066,8 @@ static void report_backup_gaps(const struct run_ctx *c, const struct attempt *a)
 	char **oversize = broker_not_backed_up(a->broker);
 	if (!st->not_backed_up)
 		return;
-	log_warning("%" PRIu64 " file(s) changed without a backup (larger than maxSizeMB=%" PRIu64 "):",
+	log_warning("%" PRIu64 " file(s) changed without a backup (larger than maxSizeMB=%" PRIu64
+		    "):",
 		    st->not_backed_up, c->settings->backup_max_size_mb);
 	for (size_t i = 0; oversize && oversize[i] && i < 10; i++)
 		log_warning("  %s", oversize[i]);
@@ -1278,17 +1319,26 @@ int run_command(const struct run_options *o)
 				approval_access_names(pv[i].access, acc, sizeof acc);
 				log_error("  %s %s (%s)", acc, pv[i].path, pv[i].rule);
 			}
-			/* Git changes that need approval are in place: the attempt is undone whole. */
+			/* Git changes that need approval are in place: the attempt is undone whole.
+			 */
 			bool undo_all = ngb && can_roll_back && recorded;
 			if (undo_all)
-				log_error("Hint: to allow them, rerun with --approve PATH[=ACCESS] for each (the attempt was rolled back: its git changes need approval).");
+				log_error("Hint: to allow them, rerun with --approve PATH[=ACCESS] "
+					  "for each (the attempt was rolled back: its git changes "
+					  "need approval).");
 			else if (can_roll_back && recorded)
-				log_error("Hint: to allow them, rerun with --rollback %s and --approve PATH[=ACCESS], unix:PATH or net:HOST for each.",
-					  a.turn_id);
+				log_error(
+				    "Hint: to allow them, rerun with --rollback %s and --approve "
+				    "PATH[=ACCESS], unix:PATH or net:HOST for each.",
+				    a.turn_id);
 			else if (can_roll_back)
-				log_error("Hint: to allow them, rerun with --approve PATH[=ACCESS], unix:PATH or net:HOST for each (the attempt changed nothing).");
+				log_error("Hint: to allow them, rerun with --approve "
+					  "PATH[=ACCESS], unix:PATH or net:HOST for each (the "
+					  "attempt changed nothing).");
 			else
-				log_error("Hint: to allow them, rerun with --approve PATH[=ACCESS], unix:PATH or net:HOST for each (inside an explicit turn the attempt is not rolled back).");
+				log_error("Hint: to allow them, rerun with --approve "
+					  "PATH[=ACCESS], unix:PATH or net:HOST for each (inside "
+					  "an explicit turn the attempt is not rolled back).");
 			ret = RUN_EXIT_APPROVAL;
 			attempt_commit(&c, &a, msg);
 			if (undo_all ? rollback_turn(&c, a.turn_id) < 0
@@ -1297,15 +1347,17 @@ int run_command(const struct run_options *o)
 			break;
 		}
 		for (size_t i = 0; i < np; i++)
-			if (net_is_grant(pv[i].path) ? net_add_grant(c.net, pv[i].path) < 0
-						     : policy_add_grant(c.policy, pv[i].path, pv[i].access) < 0)
+			if (net_is_grant(pv[i].path)
+				? net_add_grant(c.net, pv[i].path) < 0
+				: policy_add_grant(c.policy, pv[i].path, pv[i].access) < 0)
 				log_warning("Failed to grant \"%s\"", pv[i].path);
 		if (ans == APPROVAL_SESSION &&
 		    approval_save_session(store_session_dir(c.store), pv, np) < 0)
 			log_warning("Failed to remember the grants for the session");
 		_cleanup_strbuf_ struct strbuf cm = STRBUF_INIT;
 		strbuf_printf(&cm, "%s (attempt refused, rolled back for approval)", msg);
-		if (attempt_commit(&c, &a, strbuf_cstr(&cm)) < 0 || (recorded && rollback_turn(&c, a.turn_id) < 0)) {
+		if (attempt_commit(&c, &a, strbuf_cstr(&cm)) < 0 ||
+		    (recorded && rollback_turn(&c, a.turn_id) < 0)) {
 			log_error("Not rerunning: the refused attempt could not be rolled back");
 			goto out;
 		}

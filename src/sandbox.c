@@ -50,8 +50,8 @@ void sandbox_probe(struct sandbox_features *f)
 			 NULL);
 	f->wait_killable = r < 0 && errno == EFAULT;
 	struct seccomp_notif_sizes sz;
-	f->seccomp_addfd_send = f->seccomp_notify &&
-				syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sz) == 0;
+	f->seccomp_addfd_send =
+	    f->seccomp_notify && syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sz) == 0;
 	errno = 0;
 	r = syscall(SYS_pidfd_getfd, -1, 0, 0);
 	f->pidfd_getfd = r < 0 && errno == EBADF;
@@ -122,8 +122,8 @@ static bool is_any(const char *path, const char *const *v, size_t n)
  * directories that lead to one. Landlock has no "deny" rule: the allow-list is built around them.
  * Entries created later directly in such a directory are not readable (documented limit).
  */
-static int ll_allow_reads_around(int ruleset, const char *dir, const char *const *denied,
-				 size_t n, int depth)
+static int ll_allow_reads_around(int ruleset, const char *dir, const char *const *denied, size_t n,
+				 int depth)
 {
 	if (depth > 64)
 		return -ELOOP;
@@ -162,8 +162,8 @@ static int ll_allow_reads_around(int ruleset, const char *dir, const char *const
 }
 
 const char *const sandbox_writable_devices[] = {
-	"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
-	"/dev/tty",  "/dev/ptmx", "/dev/pts",  "/dev/console",
+    "/dev/null", "/dev/zero", "/dev/full", "/dev/random",  "/dev/urandom",
+    "/dev/tty",	 "/dev/ptmx", "/dev/pts",  "/dev/console",
 };
 const size_t sandbox_n_writable_devices = ELEMENTSOF(sandbox_writable_devices);
 
@@ -178,14 +178,17 @@ int sandbox_landlock_prepare(const char *scratch_dir, const char *const *read_de
 	uint64_t fs = ll_write_rights((int)abi);
 	bool read_deny = n_read_denied > 0;
 	uint64_t handled = fs | (read_deny ? LANDLOCK_ACCESS_FS_READ_FILE : 0);
-	uint64_t scoped = abi >= 6 ? LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL : 0;
+	uint64_t scoped =
+	    abi >= 6 ? LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL : 0;
 	/* TCP (ABI 4+): with no rule, the sandbox can neither bind nor connect a TCP socket by
-	 * itself; the broker performs the connections the network policy allows, outside Landlock. */
-	uint64_t net = deny_tcp && abi >= 4 ? LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP : 0;
-	struct brokered_landlock_ruleset_attr attr = {.handled_access_fs = handled,
-						      .handled_access_net = net,
-						      .scoped = scoped};
-	size_t attr_size = abi >= 6 ? sizeof attr
+	 * itself; the broker performs the connections the network policy allows, outside Landlock.
+	 */
+	uint64_t net = deny_tcp && abi >= 4
+			   ? LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP
+			   : 0;
+	struct brokered_landlock_ruleset_attr attr = {
+	    .handled_access_fs = handled, .handled_access_net = net, .scoped = scoped};
+	size_t attr_size = abi >= 6   ? sizeof attr
 			   : abi >= 4 ? offsetof(struct brokered_landlock_ruleset_attr, scoped)
 				      : sizeof attr.handled_access_fs;
 	int rs = (int)ll_create_ruleset(&attr, attr_size, 0);
@@ -199,7 +202,8 @@ int sandbox_landlock_prepare(const char *scratch_dir, const char *const *read_de
 		return k;
 	}
 	for (size_t i = 0; i < sandbox_n_writable_devices; i++) {
-		uint64_t dev_rights = LANDLOCK_ACCESS_FS_WRITE_FILE | (fs & LANDLOCK_ACCESS_FS_TRUNCATE);
+		uint64_t dev_rights =
+		    LANDLOCK_ACCESS_FS_WRITE_FILE | (fs & LANDLOCK_ACCESS_FS_TRUNCATE);
 		k = ll_allow_path(rs, devices[i], dev_rights, true);
 		if (k < 0 && k != -EACCES) {
 			if (ret_failed_path)
@@ -215,8 +219,12 @@ int sandbox_landlock_prepare(const char *scratch_dir, const char *const *read_de
 			return k;
 		}
 	}
-	*ret = (struct sandbox_landlock){.ruleset_fd = rs, .abi = (int)abi, .handled_fs = handled,
-					 .handled_net = net, .scoped = scoped, .read_deny = read_deny};
+	*ret = (struct sandbox_landlock){.ruleset_fd = rs,
+					 .abi = (int)abi,
+					 .handled_fs = handled,
+					 .handled_net = net,
+					 .scoped = scoped,
+					 .read_deny = read_deny};
 	return 0;
 }
 
@@ -249,8 +257,8 @@ static int notify_open_flags(scmp_filter_ctx ctx, int nr, unsigned argno)
 {
 	static const uint64_t bits[] = {O_WRONLY, O_RDWR, O_CREAT, O_TRUNC, O_TMPFILE_BIT};
 	for (size_t i = 0; i < ELEMENTSOF(bits); i++) {
-		struct scmp_arg_cmp c = {.arg = argno, .op = SCMP_CMP_MASKED_EQ, .datum_a = bits[i],
-					 .datum_b = bits[i]};
+		struct scmp_arg_cmp c = {
+		    .arg = argno, .op = SCMP_CMP_MASKED_EQ, .datum_a = bits[i], .datum_b = bits[i]};
 		int r = rule(ctx, SCMP_ACT_NOTIFY, nr, 1, &c);
 		if (r < 0)
 			return r;
@@ -266,7 +274,9 @@ static int refuse(scmp_filter_ctx ctx, int nr, int err)
 /* ioctl(fd, cmd) with the low 32 bits of cmd equal to value (the kernel ignores the rest). */
 static int refuse_ioctl(scmp_filter_ctx ctx, uint64_t cmd, int err)
 {
-	struct scmp_arg_cmp c = {.arg = 1, .op = SCMP_CMP_MASKED_EQ, .datum_a = 0xffffffffULL,
+	struct scmp_arg_cmp c = {.arg = 1,
+				 .op = SCMP_CMP_MASKED_EQ,
+				 .datum_a = 0xffffffffULL,
 				 .datum_b = cmd & 0xffffffffULL};
 	return rule(ctx, SCMP_ACT_ERRNO((uint32_t)err), SCMP_SYS(ioctl), 1, &c);
 }
@@ -288,7 +298,8 @@ static int build_socket_rules(scmp_filter_ctx ctx, bool restrict_ip)
 	if (!restrict_ip)
 		return 0;
 	for (int family = 0; family < 64; family++) {
-		if (family == AF_UNIX || family == AF_INET || family == AF_INET6 || family == AF_NETLINK)
+		if (family == AF_UNIX || family == AF_INET || family == AF_INET6 ||
+		    family == AF_NETLINK)
 			continue;
 		struct scmp_arg_cmp c = {.arg = 0, .op = SCMP_CMP_EQ, .datum_a = (uint64_t)family};
 		if ((r = rule(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1, &c)) < 0)
@@ -299,8 +310,11 @@ static int build_socket_rules(scmp_filter_ctx ctx, bool restrict_ip)
 	for (size_t i = 0; i < ELEMENTSOF(ip); i++)
 		for (size_t j = 0; j < ELEMENTSOF(raw); j++) {
 			struct scmp_arg_cmp c[2] = {
-				{.arg = 0, .op = SCMP_CMP_EQ, .datum_a = (uint64_t)ip[i]},
-				{.arg = 1, .op = SCMP_CMP_MASKED_EQ, .datum_a = 0xf, .datum_b = (uint64_t)raw[j]},
+			    {.arg = 0, .op = SCMP_CMP_EQ, .datum_a = (uint64_t)ip[i]},
+			    {.arg = 1,
+			     .op = SCMP_CMP_MASKED_EQ,
+			     .datum_a = 0xf,
+			     .datum_b = (uint64_t)raw[j]},
 			};
 			if ((r = rule(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2, c)) < 0)
 				return r;
@@ -319,19 +333,19 @@ static int build_rules(scmp_filter_ctx ctx, bool restrict_ip)
 	    (r = notify_open_flags(ctx, SCMP_SYS(openat), 2)) < 0)
 		return r;
 	static const int notified[] = {
-		SCMP_SYS(creat),      SCMP_SYS(openat2),     SCMP_SYS(truncate),
-		SCMP_SYS(rename),     SCMP_SYS(renameat),    SCMP_SYS(renameat2),
-		SCMP_SYS(unlink),     SCMP_SYS(unlinkat),    SCMP_SYS(rmdir),
-		SCMP_SYS(mkdir),      SCMP_SYS(mkdirat),     SCMP_SYS(mknod),
-		SCMP_SYS(mknodat),    SCMP_SYS(link),        SCMP_SYS(linkat),
-		SCMP_SYS(symlink),    SCMP_SYS(symlinkat),   SCMP_SYS(chmod),
-		SCMP_SYS(fchmod),     SCMP_SYS(fchmodat),    __NR_fchmodat2,
-		SCMP_SYS(chown),      SCMP_SYS(lchown),      SCMP_SYS(fchown),
-		SCMP_SYS(fchownat),   SCMP_SYS(utime),       SCMP_SYS(utimes),
-		SCMP_SYS(utimensat),  SCMP_SYS(futimesat),   SCMP_SYS(setxattr),
-		SCMP_SYS(lsetxattr),  SCMP_SYS(fsetxattr),   SCMP_SYS(removexattr),
-		SCMP_SYS(lremovexattr), SCMP_SYS(fremovexattr), __NR_setxattrat,
-		__NR_removexattrat,   SCMP_SYS(chroot), /* only to "/": see the supervisor */
+	    SCMP_SYS(creat),	    SCMP_SYS(openat2),	    SCMP_SYS(truncate),
+	    SCMP_SYS(rename),	    SCMP_SYS(renameat),	    SCMP_SYS(renameat2),
+	    SCMP_SYS(unlink),	    SCMP_SYS(unlinkat),	    SCMP_SYS(rmdir),
+	    SCMP_SYS(mkdir),	    SCMP_SYS(mkdirat),	    SCMP_SYS(mknod),
+	    SCMP_SYS(mknodat),	    SCMP_SYS(link),	    SCMP_SYS(linkat),
+	    SCMP_SYS(symlink),	    SCMP_SYS(symlinkat),    SCMP_SYS(chmod),
+	    SCMP_SYS(fchmod),	    SCMP_SYS(fchmodat),	    __NR_fchmodat2,
+	    SCMP_SYS(chown),	    SCMP_SYS(lchown),	    SCMP_SYS(fchown),
+	    SCMP_SYS(fchownat),	    SCMP_SYS(utime),	    SCMP_SYS(utimes),
+	    SCMP_SYS(utimensat),    SCMP_SYS(futimesat),    SCMP_SYS(setxattr),
+	    SCMP_SYS(lsetxattr),    SCMP_SYS(fsetxattr),    SCMP_SYS(removexattr),
+	    SCMP_SYS(lremovexattr), SCMP_SYS(fremovexattr), __NR_setxattrat,
+	    __NR_removexattrat,	    SCMP_SYS(chroot), /* only to "/": see the supervisor */
 	};
 	for (size_t i = 0; i < ELEMENTSOF(notified); i++)
 		if ((r = notify(ctx, notified[i])) < 0)
@@ -345,13 +359,17 @@ static int build_rules(scmp_filter_ctx ctx, bool restrict_ip)
 		if ((r = refuse(ctx, enosys[i], ENOSYS)) < 0)
 			return r;
 	static const int eperm[] = {
-		SCMP_SYS(mount),        SCMP_SYS(umount2),       SCMP_SYS(pivot_root),   SCMP_SYS(open_by_handle_at), SCMP_SYS(move_mount),
-		SCMP_SYS(fsopen),       SCMP_SYS(fsconfig),      SCMP_SYS(fsmount),
-		SCMP_SYS(fspick),       SCMP_SYS(open_tree),     SCMP_SYS(mount_setattr),
-		__NR_open_tree_attr,    SCMP_SYS(userfaultfd),   SCMP_SYS(acct),
-		SCMP_SYS(swapon),       SCMP_SYS(swapoff),       SCMP_SYS(init_module),
-		SCMP_SYS(finit_module), SCMP_SYS(delete_module), SCMP_SYS(kexec_load),
-		SCMP_SYS(kexec_file_load), SCMP_SYS(name_to_handle_at),
+	    SCMP_SYS(mount),	       SCMP_SYS(umount2),
+	    SCMP_SYS(pivot_root),      SCMP_SYS(open_by_handle_at),
+	    SCMP_SYS(move_mount),      SCMP_SYS(fsopen),
+	    SCMP_SYS(fsconfig),	       SCMP_SYS(fsmount),
+	    SCMP_SYS(fspick),	       SCMP_SYS(open_tree),
+	    SCMP_SYS(mount_setattr),   __NR_open_tree_attr,
+	    SCMP_SYS(userfaultfd),     SCMP_SYS(acct),
+	    SCMP_SYS(swapon),	       SCMP_SYS(swapoff),
+	    SCMP_SYS(init_module),     SCMP_SYS(finit_module),
+	    SCMP_SYS(delete_module),   SCMP_SYS(kexec_load),
+	    SCMP_SYS(kexec_file_load), SCMP_SYS(name_to_handle_at),
 	};
 	for (size_t i = 0; i < ELEMENTSOF(eperm); i++)
 		if ((r = refuse(ctx, eperm[i], EPERM)) < 0)
@@ -360,22 +378,26 @@ static int build_rules(scmp_filter_ctx ctx, bool restrict_ip)
 	/* A nested filter with its own listener could answer CONTINUE for chmod & co, which
 	 * Landlock does not cover: refuse SECCOMP_FILTER_FLAG_NEW_LISTENER. */
 	struct scmp_arg_cmp sc[2] = {
-		{.arg = 0, .op = SCMP_CMP_EQ, .datum_a = SECCOMP_SET_MODE_FILTER},
-		{.arg = 1, .op = SCMP_CMP_MASKED_EQ, .datum_a = SECCOMP_FILTER_FLAG_NEW_LISTENER,
-		 .datum_b = SECCOMP_FILTER_FLAG_NEW_LISTENER},
+	    {.arg = 0, .op = SCMP_CMP_EQ, .datum_a = SECCOMP_SET_MODE_FILTER},
+	    {.arg = 1,
+	     .op = SCMP_CMP_MASKED_EQ,
+	     .datum_a = SECCOMP_FILTER_FLAG_NEW_LISTENER,
+	     .datum_b = SECCOMP_FILTER_FLAG_NEW_LISTENER},
 	};
 	if ((r = rule(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(seccomp), 2, sc)) < 0)
 		return r;
 
 	/* Terminal input injection (the bubblewrap CVE-2017-5226 class) and inode flags. */
-	if ((r = refuse_ioctl(ctx, TIOCSTI, EPERM)) < 0 || (r = refuse_ioctl(ctx, TIOCLINUX, EPERM)) < 0 ||
+	if ((r = refuse_ioctl(ctx, TIOCSTI, EPERM)) < 0 ||
+	    (r = refuse_ioctl(ctx, TIOCLINUX, EPERM)) < 0 ||
 	    (r = refuse_ioctl(ctx, FS_IOC_SETFLAGS, EPERM)) < 0 ||
 	    (r = refuse_ioctl(ctx, 0x401c5820 /* FS_IOC_FSSETXATTR */, EPERM)) < 0 ||
 	    (r = refuse_ioctl(ctx, 0x40046602 /* FS_IOC32_SETFLAGS */, EPERM)) < 0 ||
 	    (r = refuse_ioctl(ctx, 0x40087602 /* FS_IOC_SETVERSION */, EPERM)) < 0 ||
 	    (r = refuse_ioctl(ctx, 0x40047602 /* FS_IOC32_SETVERSION */, EPERM)) < 0 ||
 	    (r = refuse_ioctl(ctx, 0x800c6613 /* FS_IOC_SET_ENCRYPTION_POLICY */, EPERM)) < 0 ||
-	    (r = refuse_ioctl(ctx, 0x40806685 /* FS_IOC_ENABLE_VERITY: works on read-only fds */, EPERM)) < 0)
+	    (r = refuse_ioctl(ctx, 0x40806685 /* FS_IOC_ENABLE_VERITY: works on read-only fds */,
+			      EPERM)) < 0)
 		return r;
 
 	/* Syscalls newer than this build might change files: fail closed with ENOSYS. */
@@ -417,7 +439,8 @@ int sandbox_build_filter(struct sock_fprog *prog, bool restrict_ip)
 				r = -EIO;
 			} else {
 				prog->filter = f;
-				prog->len = (unsigned short)(len / (off_t)sizeof(struct sock_filter));
+				prog->len =
+				    (unsigned short)(len / (off_t)sizeof(struct sock_filter));
 				r = 0;
 			}
 		}
@@ -447,10 +470,13 @@ int sandbox_drop_dangerous_caps(void)
 	 * device nodes, immutable flags, BPF, ptrace. File capabilities (DAC_OVERRIDE, CHOWN,
 	 * FOWNER) stay: a root user's commands keep root's file semantics, brokered. */
 	static const int caps[] = {
-		CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SYS_ADMIN,   CAP_SYS_BOOT, CAP_MKNOD,
-		CAP_LINUX_IMMUTABLE, CAP_SYS_PTRACE, CAP_MAC_ADMIN, CAP_MAC_OVERRIDE,
-		CAP_SETFCAP, CAP_AUDIT_CONTROL, 38 /* CAP_PERFMON */, 39 /* CAP_BPF */,
-		40 /* CAP_CHECKPOINT_RESTORE */,
+	    CAP_SYS_MODULE,    CAP_SYS_RAWIO,
+	    CAP_SYS_ADMIN,     CAP_SYS_BOOT,
+	    CAP_MKNOD,	       CAP_LINUX_IMMUTABLE,
+	    CAP_SYS_PTRACE,    CAP_MAC_ADMIN,
+	    CAP_MAC_OVERRIDE,  CAP_SETFCAP,
+	    CAP_AUDIT_CONTROL, 38 /* CAP_PERFMON */,
+	    39 /* CAP_BPF */,  40 /* CAP_CHECKPOINT_RESTORE */,
 	};
 	if (geteuid() != 0 && getuid() != 0)
 		return 0;

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The sandboxed child's confinement: no_new_privs, a Landlock ruleset that denies writes everywhere
- * but a per-run scratch dir and the device nodes a shell needs, and a seccomp filter that sends every
- * file-changing syscall to the supervisor (DESIGN sections 1 and 3). Building the filter happens in
- * the parent (it allocates); applying it in the child uses only raw syscalls.
+ * but a per-run scratch dir and the device nodes a shell needs, and a seccomp filter that sends
+ * every file-changing syscall to the supervisor (DESIGN sections 1 and 3). Building the filter
+ * happens in the parent (it allocates); applying it in the child uses only raw syscalls.
  */
 #pragma once
 
@@ -13,13 +13,13 @@
 #include <stdint.h>
 
 struct sandbox_features {
-	int landlock_abi;          /* 0: none */
-	bool landlock_errata_ok;   /* reserved for future errata checks */
-	bool seccomp_notify;       /* SECCOMP_RET_USER_NOTIF usable */
-	bool seccomp_addfd_send;   /* SECCOMP_ADDFD_FLAG_SEND (5.14) */
-	bool wait_killable;        /* SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (5.19) */
-	bool pidfd_getfd;          /* 5.6 */
-	bool openat2;              /* 5.6 */
+	int landlock_abi;	 /* 0: none */
+	bool landlock_errata_ok; /* reserved for future errata checks */
+	bool seccomp_notify;	 /* SECCOMP_RET_USER_NOTIF usable */
+	bool seccomp_addfd_send; /* SECCOMP_ADDFD_FLAG_SEND (5.14) */
+	bool wait_killable;	 /* SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (5.19) */
+	bool pidfd_getfd;	 /* 5.6 */
+	bool openat2;		 /* 5.6 */
 };
 
 /* Probe the running kernel (cheap, no side effects on this process). */
@@ -30,7 +30,8 @@ struct sandbox_landlock {
 	bool read_deny; /* READ_FILE handled: the denied subtrees are not readable */
 	int abi;
 	uint64_t handled_fs;
-	uint64_t handled_net; /* TCP bind/connect refused to the sandbox itself (network deny/proxy) */
+	uint64_t
+	    handled_net; /* TCP bind/connect refused to the sandbox itself (network deny/proxy) */
 	uint64_t scoped;
 };
 

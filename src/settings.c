@@ -211,7 +211,8 @@ static int apply_bool(struct loader *l, const char *key, const struct json_value
 	return 0;
 }
 
-/* "unlink" (default) or "trash": what an intercepted delete does (the store keeps it either way). */
+/* "unlink" (default) or "trash": what an intercepted delete does (the store keeps it either way).
+ */
 static int apply_delete_mode(struct loader *l, const char *key, const struct json_value *v)
 {
 	size_t n;
@@ -292,8 +293,8 @@ static bool domain_pattern_ok(const char *d)
 	if (!*p || strlen(d) > 253)
 		return false;
 	for (; *p; p++)
-		if (!(('a' <= *p && *p <= 'z') || ('A' <= *p && *p <= 'Z') || ('0' <= *p && *p <= '9') ||
-		      *p == '-' || *p == '_' || *p == '.' || *p == ':'))
+		if (!(('a' <= *p && *p <= 'z') || ('A' <= *p && *p <= 'Z') ||
+		      ('0' <= *p && *p <= '9') || *p == '-' || *p == '_' || *p == '.' || *p == ':'))
 			return false;
 	return true;
 }
@@ -319,7 +320,10 @@ static int apply_strings(struct loader *l, const char *key, const struct json_va
 			return r;
 		if (kind == STRING_DOMAIN && !domain_pattern_ok(s)) {
 			free(s);
-			return errorf(l, -EINVAL, "%s: not a host name (letters, digits, '-', '.', a leading \"*.\")", sk);
+			return errorf(
+			    l, -EINVAL,
+			    "%s: not a host name (letters, digits, '-', '.', a leading \"*.\")",
+			    sk);
 		}
 		if (kind == STRING_PATTERN && (r = check_pattern(l, sk, s)) < 0) {
 			free(s);
@@ -578,9 +582,12 @@ static void move_strv(char **dst, size_t *n_dst, char **src, size_t *n_src)
 /* Move the lists of src onto the end of dst's; no failure after the reservations. */
 static int merge(struct settings *dst, struct settings *src, unsigned present)
 {
-	if (reserve_strv(&dst->net_allowed_domains, dst->n_net_allowed_domains, src->n_net_allowed_domains) < 0 ||
-	    reserve_strv(&dst->net_denied_domains, dst->n_net_denied_domains, src->n_net_denied_domains) < 0 ||
-	    reserve_strv(&dst->net_unix_sockets, dst->n_net_unix_sockets, src->n_net_unix_sockets) < 0)
+	if (reserve_strv(&dst->net_allowed_domains, dst->n_net_allowed_domains,
+			 src->n_net_allowed_domains) < 0 ||
+	    reserve_strv(&dst->net_denied_domains, dst->n_net_denied_domains,
+			 src->n_net_denied_domains) < 0 ||
+	    reserve_strv(&dst->net_unix_sockets, dst->n_net_unix_sockets, src->n_net_unix_sockets) <
+		0)
 		return -ENOMEM;
 	char **c =
 	    reallocarray(dst->excluded_commands,

@@ -16,18 +16,15 @@
  *                                   that is no number is ignored with a warning; a fraction is
  *                                   rounded down (then clamped).
  *   sandbox.fileBackup.denyOversize bool, default false (ours: deny changes to files over the size)
- *   sandbox.fileBackup.sync         bool, default true: each pre-image reaches stable storage before
- *                                   its change (false: faster, a power loss can lose the newest)
- *   sandbox.allowSetid              bool, default false: files may get set-user-ID/set-group-ID
- *                                   bits (ours: refused by chmod, dropped at creation, otherwise)
- *   sandbox.deleteMode              "unlink" (default) or "trash": intercepted deletes go to the
- *                                   freedesktop.org trash (ours)
- *   sandbox.git.allowHooks          bool, default false: hooks written inside need no approval
- *   sandbox.git.allowExecConfig     bool, default false: git config keys that name programs need
- *                                   no approval (git-guard.h)
- *   sandbox.fileSafety.allowlist    [pattern]: {path, write+delete+metadata, allow}
- *   sandbox.fileSafety.blocklist    [pattern]: {path, all, deny}
- *   sandbox.fileSafety.rules        [{"path": pattern, "access": "all" | name | [names],
+ *   sandbox.fileBackup.sync         bool, default true: each pre-image reaches stable storage
+ * before its change (false: faster, a power loss can lose the newest) sandbox.allowSetid bool,
+ * default false: files may get set-user-ID/set-group-ID bits (ours: refused by chmod, dropped at
+ * creation, otherwise) sandbox.deleteMode              "unlink" (default) or "trash": intercepted
+ * deletes go to the freedesktop.org trash (ours) sandbox.git.allowHooks          bool, default
+ * false: hooks written inside need no approval sandbox.git.allowExecConfig     bool, default false:
+ * git config keys that name programs need no approval (git-guard.h) sandbox.fileSafety.allowlist
+ * [pattern]: {path, write+delete+metadata, allow} sandbox.fileSafety.blocklist    [pattern]: {path,
+ * all, deny} sandbox.fileSafety.rules        [{"path": pattern, "access": "all" | name | [names],
  *                                     "decision": "allow" | "deny" | "prompt"}]
  *                                   access names: read, write, delete, metadata; default "all"
  *   sandbox.network.mode            "allow" (default), "deny" (no IP traffic) or "proxy" (only
@@ -87,10 +84,10 @@ struct settings {
 	bool backup_enabled;
 	uint64_t backup_max_size_mb; /* already clamped */
 	bool backup_deny_oversize;
-	bool delete_to_trash; /* sandbox.deleteMode: "trash" */
-	bool backup_sync;     /* sandbox.fileBackup.sync, default true */
-	bool allow_setid;     /* sandbox.allowSetid, default false */
-	bool git_allow_hooks;       /* sandbox.git.allowHooks, default false */
+	bool delete_to_trash;	    /* sandbox.deleteMode: "trash" */
+	bool backup_sync;	    /* sandbox.fileBackup.sync, default true */
+	bool allow_setid;	    /* sandbox.allowSetid, default false */
+	bool git_allow_hooks;	    /* sandbox.git.allowHooks, default false */
 	bool git_allow_exec_config; /* sandbox.git.allowExecConfig, default false */
 	enum settings_net_mode net_mode;
 	bool net_allow_localhost;

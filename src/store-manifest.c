@@ -244,8 +244,9 @@ static int record_set(struct store_record *rec, const char *key, const char *v, 
 		if (r >= 0 && u > UINT32_MAX)
 			r = -ERANGE;
 		if (r >= 0)
-			*(key[0] == 'm' ? &rec->mode : key[0] == 'u' ? &rec->uid : &rec->gid) =
-				(uint32_t)u;
+			*(key[0] == 'm'	  ? &rec->mode
+			  : key[0] == 'u' ? &rec->uid
+					  : &rec->gid) = (uint32_t)u;
 	} else if (strcmp(key, "t") == 0) {
 		r = parse_i64(v, 10, &i);
 		rec->mtime_ns = i;

@@ -71,17 +71,16 @@ static void unlock_ancestors(struct store_plan *p, const char *path)
 			break;
 		if ((st.st_mode & S_IRWXU) != S_IRWXU && st.st_uid == geteuid()) {
 			struct store_unlocked *nv =
-				reallocarray(p->unlocked, p->n_unlocked + 1, sizeof *nv);
+			    reallocarray(p->unlocked, p->n_unlocked + 1, sizeof *nv);
 			char *dup = strdup(walked);
 			if (nv)
 				p->unlocked = nv;
-			if (!nv || !dup ||
-			    fchmodat(fd, c, (st.st_mode | S_IRWXU) & 07777, 0) < 0) {
+			if (!nv || !dup || fchmodat(fd, c, (st.st_mode | S_IRWXU) & 07777, 0) < 0) {
 				free(dup);
 				break;
 			}
 			p->unlocked[p->n_unlocked++] =
-				(struct store_unlocked){.path = dup, .mode = st.st_mode & 07777};
+			    (struct store_unlocked){.path = dup, .mode = st.st_mode & 07777};
 		}
 		int nfd = openat(fd, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		safe_close(fd);
@@ -235,7 +234,7 @@ static bool target_matches(const char *path, const char *target)
 }
 
 static enum store_action action_for(struct store *s, struct store_plan *p,
-				     const struct store_record *pre, uint64_t *ret_ino)
+				    const struct store_record *pre, uint64_t *ret_ino)
 {
 	struct stat st;
 	bool exists = lstat_unlocking(p, pre->path, &st) >= 0;
@@ -253,12 +252,12 @@ static enum store_action action_for(struct store *s, struct store_plan *p,
 	case STORE_KIND_DIR:
 		if (exists && S_ISDIR(st.st_mode))
 			return st.st_mode == pre->mode && st.st_uid == pre->uid &&
-					       st.st_gid == pre->gid &&
-					       (int64_t)st.st_mtim.tv_sec * 1000000000 +
-							       st.st_mtim.tv_nsec ==
-						       pre->mtime_ns
-				       ? STORE_ACTION_NONE
-				       : STORE_ACTION_META;
+				       st.st_gid == pre->gid &&
+				       (int64_t)st.st_mtim.tv_sec * 1000000000 +
+					       st.st_mtim.tv_nsec ==
+					   pre->mtime_ns
+				   ? STORE_ACTION_NONE
+				   : STORE_ACTION_META;
 		break;
 	case STORE_KIND_SYMLINK:
 		if (exists && S_ISLNK(st.st_mode) && target_matches(pre->path, pre->target))
@@ -284,7 +283,8 @@ static bool covered(struct store_plan *p, const char *path)
 		*slash = '\0';
 		struct store_plan_item *it = find_item(p, a);
 		if (it)
-			return it->action == STORE_ACTION_COVERED || it->pre.kind == STORE_KIND_ABSENT;
+			return it->action == STORE_ACTION_COVERED ||
+			       it->pre.kind == STORE_KIND_ABSENT;
 	}
 	return false;
 }
@@ -559,14 +559,14 @@ static int set_owner_mode_times(int fd, const struct store_record *pre)
 	if (fstat(fd, &st) < 0)
 		return negative_errno();
 	/* Owner first: chown clears set-id bits. Not being root is no reason to fail. */
-	if ((st.st_uid != pre->uid || st.st_gid != pre->gid) && fchown(fd, pre->uid, pre->gid) < 0 &&
-	    errno != EPERM)
+	if ((st.st_uid != pre->uid || st.st_gid != pre->gid) &&
+	    fchown(fd, pre->uid, pre->gid) < 0 && errno != EPERM)
 		return negative_errno();
 	if (fchmod(fd, pre->mode & 07777) < 0)
 		return negative_errno();
-	struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT},
-				 {.tv_sec = pre->mtime_ns / 1000000000,
-				  .tv_nsec = pre->mtime_ns % 1000000000}};
+	struct timespec ts[2] = {
+	    {.tv_nsec = UTIME_OMIT},
+	    {.tv_sec = pre->mtime_ns / 1000000000, .tv_nsec = pre->mtime_ns % 1000000000}};
 	if (futimens(fd, ts) < 0)
 		return negative_errno();
 	return 0;
@@ -579,7 +579,7 @@ static int write_object_tmp(struct applier *a, int pfd, const char *tmp,
 	if (ofd < 0)
 		return ofd;
 	_cleanup_close_ int fd =
-		openat(pfd, tmp, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600);
+	    openat(pfd, tmp, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return negative_errno();
 	char hash[65];
@@ -608,9 +608,9 @@ static int create_by_rename(struct applier *a, int pfd, const char *name,
 	} else if (symlinkat(pre->target, pfd, tmp) < 0) {
 		return negative_errno();
 	} else {
-		struct timespec ts[2] = {{.tv_nsec = UTIME_OMIT},
-					 {.tv_sec = pre->mtime_ns / 1000000000,
-					  .tv_nsec = pre->mtime_ns % 1000000000}};
+		struct timespec ts[2] = {
+		    {.tv_nsec = UTIME_OMIT},
+		    {.tv_sec = pre->mtime_ns / 1000000000, .tv_nsec = pre->mtime_ns % 1000000000}};
 		(void)!fchownat(pfd, tmp, pre->uid, pre->gid, AT_SYMLINK_NOFOLLOW);
 		(void)utimensat(pfd, tmp, ts, AT_SYMLINK_NOFOLLOW);
 	}
@@ -641,7 +641,8 @@ static int create_by_link(struct applier *a, int pfd, const char *name,
 	if (r < 0)
 		return r;
 	if (linkat(ofd, oname, pfd, tmp, 0) < 0)
-		return errno == EXDEV || errno == EMLINK || errno == EPERM ? -EAGAIN : negative_errno();
+		return errno == EXDEV || errno == EMLINK || errno == EPERM ? -EAGAIN
+									   : negative_errno();
 	r = record(a, pfd, name, pre->path, STORE_CONSUME, NULL);
 	if (r >= 0 && renameat(pfd, tmp, pfd, name) < 0)
 		r = negative_errno();
@@ -736,10 +737,9 @@ static int restore_in_place(struct applier *a, int pfd, const char *name,
 	if (strcmp(hash, pre->hash) != 0)
 		return -EBADMSG; /* the object is damaged: never restore wrong content */
 	_cleanup_close_ int fd =
-		openat(pfd, name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	    openat(pfd, name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	struct stat st;
-	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    (uint64_t)st.st_ino != pre->ino)
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_ino != pre->ino)
 		return -EAGAIN;
 	r = record(a, pfd, name, pre->path, 0, NULL); /* a copy: the inode stays in use */
 	if (r >= 0)
@@ -778,7 +778,8 @@ static int create_file(struct applier *a, int pfd, const char *name,
 {
 	const struct store_record group = group_source(a, &it->pre);
 	const struct store_record *pre = it->pre.kind == STORE_KIND_FILE ? &group : &it->pre;
-	const struct restored_inode *other = pre->kind == STORE_KIND_FILE ? restored_find(a, pre) : NULL;
+	const struct restored_inode *other =
+	    pre->kind == STORE_KIND_FILE ? restored_find(a, pre) : NULL;
 	int r;
 	if (other) {
 		r = create_by_link(a, pfd, name, pre, other->path);
@@ -880,7 +881,8 @@ static void apply_phases(struct applier *a, struct store_plan *p)
 			bool holder = it->action == STORE_ACTION_REPLACE &&
 				      it->pre.kind == STORE_KIND_FILE && it->pre.nlink > 1 &&
 				      it->pre.ino && it->cur_ino == it->pre.ino;
-			if ((it->action == STORE_ACTION_CREATE || it->action == STORE_ACTION_REPLACE) &&
+			if ((it->action == STORE_ACTION_CREATE ||
+			     it->action == STORE_ACTION_REPLACE) &&
 			    holder == (pass == 0))
 				it->error = create_item(a, it);
 		}
@@ -909,7 +911,8 @@ static void apply_phases(struct applier *a, struct store_plan *p)
 		if (!it || it->pre.kind != STORE_KIND_DIR || it->error < 0 ||
 		    (it->action != STORE_ACTION_META && it->action != STORE_ACTION_CREATE &&
 		     it->action != STORE_ACTION_REPLACE))
-			v[n++] = (struct final_step){.path = p->unlocked[i].path, .u = &p->unlocked[i]};
+			v[n++] =
+			    (struct final_step){.path = p->unlocked[i].path, .u = &p->unlocked[i]};
 	}
 	qsort(v, n, sizeof *v, cmp_final_step);
 	for (size_t i = 0; i < n; i++) {

@@ -36,12 +36,12 @@
 #include "store-internal.h"
 #include "store.h"
 
-#define ID_MAX 128
-#define META_MAX (64 * 1024)
-#define MANIFEST_MAX ((size_t)1 << 30)
+#define ID_MAX	       128
+#define META_MAX       (64 * 1024)
+#define MANIFEST_MAX   ((size_t)1 << 30)
 #define TREE_DEPTH_MAX 2048
-#define COPY_CHUNK ((size_t)1 << 30)
-#define IO_BUF (128 * 1024)
+#define COPY_CHUNK     ((size_t)1 << 30)
+#define IO_BUF	       (128 * 1024)
 
 /* ---- options, directories, ids ---- */
 
@@ -508,8 +508,9 @@ static int store_open_dirs(struct store *s, const char *state_dir)
 		return negative_errno();
 	s->dev = st.st_dev;
 	struct statfs sf;
-	s->ordered_metadata = fstatfs(s->objects_fd, &sf) == 0 &&
-			      (sf.f_type == 0xEF53 /* ext2/3/4 */ || sf.f_type == 0x58465342 /* XFS */);
+	s->ordered_metadata =
+	    fstatfs(s->objects_fd, &sf) == 0 &&
+	    (sf.f_type == 0xEF53 /* ext2/3/4 */ || sf.f_type == 0x58465342 /* XFS */);
 	if (getenv("BROKERED_STORE_FSYNC_DIRS"))
 		s->ordered_metadata = false;
 	s->lock_fd = openat(s->session_fd, "lock", O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -663,8 +664,8 @@ static int append_call(int turn_fd, const char *call)
 	int r = escape_appends(&sb, call);
 	r = r < 0 ? r : strbuf_appendc(&sb, '\n');
 	int fd = r < 0 ? -1
-		       : openat(turn_fd, "calls", O_CREAT | O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC,
-				0600);
+		       : openat(turn_fd, "calls",
+				O_CREAT | O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (r >= 0 && fd < 0)
 		r = negative_errno();
 	if (r >= 0)
@@ -732,8 +733,8 @@ static int turn_attach(struct store *s, const struct store_options *o, const cha
 }
 
 static int turn_create_as(struct store *s, const struct store_options *o, const char *message,
-			  const char *call, uint64_t max_size, const char *want_id, int64_t begin_ns,
-			  struct store_turn **ret)
+			  const char *call, uint64_t max_size, const char *want_id,
+			  int64_t begin_ns, struct store_turn **ret)
 {
 	_cleanup_free_ char *id = NULL;
 	int r;
@@ -753,9 +754,10 @@ static int turn_create_as(struct store *s, const struct store_options *o, const 
 	}
 	if (fchmodat(s->turns_fd, id, 0700, 0) < 0)
 		return negative_errno();
-	struct store_turn_info m = {.id = id, .message = (char *)message,
-				   .begin_ns = begin_ns ? begin_ns : now_ns(),
-				   .max_size_bytes = max_size};
+	struct store_turn_info m = {.id = id,
+				    .message = (char *)message,
+				    .begin_ns = begin_ns ? begin_ns : now_ns(),
+				    .max_size_bytes = max_size};
 	struct store_turn *t;
 	if ((r = turn_attach(s, o, id, call, &t)) < 0)
 		return r;
@@ -831,8 +833,8 @@ bool store_turn_recorded(const struct store_turn *t)
 
 static int current_lock(struct store *s)
 {
-	int fd = openat(s->session_fd, "current.lock", O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC,
-			0600);
+	int fd =
+	    openat(s->session_fd, "current.lock", O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return negative_errno();
 	if (RETRY_EINTR(flock(fd, LOCK_EX)) < 0) {
@@ -1082,7 +1084,7 @@ static int object_prefix_ensure(struct store_turn *t, const char *hash)
 static int object_prefix_forget(struct store_turn *t, const char *hash)
 {
 	unsigned idx = hex_nibble(hash[0]) << 4 | hex_nibble(hash[1]);
-	t->store->known_prefix[idx / 8] &= (uint8_t)~(1u << (idx % 8));
+	t->store->known_prefix[idx / 8] &= (uint8_t) ~(1u << (idx % 8));
 	return object_prefix_ensure(t, hash);
 }
 
@@ -1141,7 +1143,7 @@ int store_object_open(struct store *s, const char *hash)
 
 void store_record_from_stat(struct store_record *r, const struct stat *st)
 {
-	r->kind = S_ISREG(st->st_mode)   ? STORE_KIND_FILE
+	r->kind = S_ISREG(st->st_mode)	 ? STORE_KIND_FILE
 		  : S_ISDIR(st->st_mode) ? STORE_KIND_DIR
 		  : S_ISLNK(st->st_mode) ? STORE_KIND_SYMLINK
 					 : STORE_KIND_OTHER;
@@ -1177,13 +1179,12 @@ static int readlink_at(int dirfd, const char *name, size_t hint, char **ret)
 	}
 }
 
-
 /*
  * The name is about to be replaced by a rename (or removed) and is the file's only link: keep the
  * file itself, by a hard link in the store (no copy, no data to flush). The link is made from our
- * open fd of the file (the inode that was checked and hashed, whatever happens to the name) straight
- * to the object's name. Once the caller's rename or unlink lands, the store's link is the only one.
- * -EAGAIN before anything was changed: the caller falls back to a copy.
+ * open fd of the file (the inode that was checked and hashed, whatever happens to the name)
+ * straight to the object's name. Once the caller's rename or unlink lands, the store's link is the
+ * only one. -EAGAIN before anything was changed: the caller falls back to a copy.
  */
 /*
  * Does some process hold the file open for writing (or mapped shared and writable)? A file kept by
@@ -1215,7 +1216,7 @@ static int file_link_in(struct store_turn *t, int dirfd, const char *name, const
 	struct store *s = t->store;
 	struct stat st2;
 	_cleanup_close_ int fd =
-		openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	    openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st2) < 0)
 		return negative_errno();
 	if (!stat_inode_same(st, &st2) || !S_ISREG(st2.st_mode) || st2.st_nlink != 1)
@@ -1298,7 +1299,7 @@ static int file_copy_in(struct store_turn *t, int dirfd, const char *name, const
 {
 	struct store *s = t->store;
 	_cleanup_close_ int src =
-		openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	    openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	struct stat st2;
 	if (src < 0 || fstat(src, &st2) < 0)
 		return negative_errno();
@@ -1354,8 +1355,9 @@ static int preimage_file(struct store_turn *t, int dirfd, const char *name, cons
 		return record_append(t, rec);
 	}
 	*res = STORE_RESULT_SAVED;
-	/* A file whose name is about to go (deleted, renamed over) is kept by a hard link, recorded,
-	 * and only then removed by the caller: at no point is it neither in place nor recorded. */
+	/* A file whose name is about to go (deleted, renamed over) is kept by a hard link,
+	 * recorded, and only then removed by the caller: at no point is it neither in place nor
+	 * recorded. */
 	(void)consumed;
 	if ((flags & (STORE_CONSUME | STORE_REPLACE)) && st->st_nlink == 1 &&
 	    st->st_dev == t->store->dev) {
@@ -1377,7 +1379,8 @@ int store_preimage_absent(struct store_turn *t, const char *path)
 	int r;
 	if (t->lazy && (r = turn_materialize(t)) < 0)
 		return r;
-	struct store_record rec = {.path = (char *)path, .call = t->call, .kind = STORE_KIND_ABSENT};
+	struct store_record rec = {
+	    .path = (char *)path, .call = t->call, .kind = STORE_KIND_ABSENT};
 	if ((r = record_append(t, &rec)) < 0)
 		return r;
 	t->stats.absent++;
@@ -1442,7 +1445,8 @@ static int preimage_one(struct store_turn *t, int dirfd, const char *name, const
 }
 
 static int preimage_tree(struct store_turn *t, int dirfd, const char *name, const char *path,
-			 const struct stat *known, unsigned flags, int depth, enum store_result *res)
+			 const struct stat *known, unsigned flags, int depth,
+			 enum store_result *res)
 {
 	bool consumed = false;
 	if (depth > TREE_DEPTH_MAX)
@@ -1802,7 +1806,8 @@ static int post_state(const struct store_record *pre, struct store_record *post)
 	return 0;
 }
 
-/* The post file, written in chunks to a temp file (a big turn is never all in memory), then renamed. */
+/* The post file, written in chunks to a temp file (a big turn is never all in memory), then
+ * renamed. */
 struct post_writer {
 	int dirfd, fd;
 	char *tmp;
@@ -2061,8 +2066,8 @@ int store_gc(struct store *s, uint64_t older_than_sec, struct store_gc_stats *re
 	size_t n = 0;
 	_cleanup_free_ char *cur = NULL;
 	(void)store_current_turn(s, &cur);
-	int64_t limit = now_ns() - (int64_t)MIN(older_than_sec, (uint64_t)INT64_MAX / 2000000000) *
-					     1000000000;
+	int64_t limit =
+	    now_ns() - (int64_t)MIN(older_than_sec, (uint64_t)INT64_MAX / 2000000000) * 1000000000;
 	int r = store_list_turns(s, &v, &n);
 	for (size_t i = 0; r >= 0 && i < n; i++) {
 		if (!v[i].committed || v[i].commit_ns > limit || (cur && strcmp(cur, v[i].id) == 0))

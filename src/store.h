@@ -23,15 +23,15 @@ struct store;
 struct store_turn;
 
 struct store_options {
-	bool enabled;            /* sandbox.fileBackup.enabled; false: store_preimage() is a no-op */
+	bool enabled; /* sandbox.fileBackup.enabled; false: store_preimage() is a no-op */
 	uint64_t max_size_bytes; /* maxSizeMB, already clamped */
-	bool deny_oversize;      /* files over the limit: deny the change instead of "not backed up" */
-	bool sync;               /* pre-images reach stable storage before store_sync() returns */
+	bool deny_oversize; /* files over the limit: deny the change instead of "not backed up" */
+	bool sync;	    /* pre-images reach stable storage before store_sync() returns */
 };
 
 /* maxSizeMB clamping of the reference: absent/invalid → default; clamped to [min, max]. */
-#define STORE_MAX_SIZE_MB_MIN 1
-#define STORE_MAX_SIZE_MB_MAX 1024
+#define STORE_MAX_SIZE_MB_MIN	  1
+#define STORE_MAX_SIZE_MB_MAX	  1024
 #define STORE_MAX_SIZE_MB_DEFAULT 10
 uint64_t store_clamp_max_size_mb(int64_t mb, bool present);
 
@@ -73,7 +73,8 @@ enum store_flags {
 	STORE_CONSUME = 1 << 0,
 	/* The path is a directory about to be renamed: record every path below it too. */
 	STORE_TREE = 1 << 1,
-	/* Only metadata will change (chmod, chown, utimes, xattr): content still needed for undo. */
+	/* Only metadata will change (chmod, chown, utimes, xattr): content still needed for undo.
+	 */
 	STORE_METADATA = 1 << 2,
 	/*
 	 * A rename is about to replace this name. The store may keep the file by a hard link
@@ -86,11 +87,11 @@ enum store_flags {
 
 /* What store_preimage() did, for the audit log and the run's summary. */
 enum store_result {
-	STORE_RESULT_ALREADY,       /* path touched earlier in this turn: nothing to do */
-	STORE_RESULT_ABSENT,        /* path did not exist: creation recorded */
-	STORE_RESULT_SAVED,         /* pre-image recorded (content copied or moved) */
+	STORE_RESULT_ALREADY,	    /* path touched earlier in this turn: nothing to do */
+	STORE_RESULT_ABSENT,	    /* path did not exist: creation recorded */
+	STORE_RESULT_SAVED,	    /* pre-image recorded (content copied or moved) */
 	STORE_RESULT_NOT_BACKED_UP, /* over max size: recorded as not backed up */
-	STORE_RESULT_DISABLED,      /* backup disabled */
+	STORE_RESULT_DISABLED,	    /* backup disabled */
 };
 
 /*
@@ -150,16 +151,16 @@ const char *store_kind_to_string(enum store_kind k);
 /* One manifest line: a pre-image (manifest) or a post-state (post, written at commit). */
 struct store_record {
 	enum store_kind kind;
-	char *path;   /* absolute real path, decoded */
-	char *target; /* symlink target, or NULL */
-	char *call;   /* tool call that made the record, or NULL */
-	char hash[65]; /* hex SHA-256 of the content object, "" if none */
+	char *path;	    /* absolute real path, decoded */
+	char *target;	    /* symlink target, or NULL */
+	char *call;	    /* tool call that made the record, or NULL */
+	char hash[65];	    /* hex SHA-256 of the content object, "" if none */
 	bool not_backed_up; /* regular file over the size limit: no content */
-	bool moved;         /* the file itself was moved into the store (consumed) */
+	bool moved;	    /* the file itself was moved into the store (consumed) */
 	uint64_t size, ino, rdev;
 	uint64_t nlink; /* link count of a file when recorded, 0 (unknown) or >= 1 */
-	uint64_t seq;   /* position in the manifest when read (not stored): earlier is older */
-	uint32_t mode;  /* full st_mode, type bits included */
+	uint64_t seq;	/* position in the manifest when read (not stored): earlier is older */
+	uint32_t mode;	/* full st_mode, type bits included */
 	uint32_t uid, gid;
 	int64_t mtime_ns;
 };
@@ -235,7 +236,7 @@ struct store_plan_item {
 	struct store_record pre;
 	enum store_action action;
 	const char *conflict; /* static text: why the path changed after the turn, or NULL */
-	int error;            /* after apply: 0 or -errno */
+	int error;	      /* after apply: 0 or -errno */
 	uint64_t cur_ino;     /* inode of the regular file at the path when planned, or 0 */
 };
 /* A directory of the user's that the turn left without owner rwx (`chmod 0444 dir`): the restore

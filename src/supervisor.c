@@ -36,12 +36,12 @@
  * connect(2) in progress on a blocking socket; the broker must not. Each such wait is done by a
  * thread of its own, blocked in open(2) (or poll(2) for the socket) exactly as the target would
  * be; when it returns, the thread posts itself on a pipe that the main loop polls, and the fd (or
- * the connect's result) goes to the target. A waiting thread counts as a writer of the FIFO, as the blocked target
- * does natively; once the target is gone (killed: with WAIT_KILLABLE_RECV only a fatal signal ends
- * a received notification), its wait must end at once, or a reader arriving next would meet a
- * writer that no longer exists: the target's pidfd (PIDFD_THREAD) wakes the loop, and the thread
- * is interrupted with FIFO_CANCEL_SIGNAL. (A reader that opens the FIFO in the moment between the
- * target's death and that wake-up still meets the dying writer and reads EOF.)
+ * the connect's result) goes to the target. A waiting thread counts as a writer of the FIFO, as the
+ * blocked target does natively; once the target is gone (killed: with WAIT_KILLABLE_RECV only a
+ * fatal signal ends a received notification), its wait must end at once, or a reader arriving next
+ * would meet a writer that no longer exists: the target's pidfd (PIDFD_THREAD) wakes the loop, and
+ * the thread is interrupted with FIFO_CANCEL_SIGNAL. (A reader that opens the FIFO in the moment
+ * between the target's death and that wake-up still meets the dying writer and reads EOF.)
  */
 struct fifo_wait {
 	uint64_t id;
@@ -51,12 +51,12 @@ struct fifo_wait {
 	bool connect; /* a connect in progress: answer the socket's SO_ERROR once it is writable */
 	bool cancelled;
 	pthread_t thread;
-	int result; /* the fd (0 for a connect), or -errno */
+	int result;  /* the fd (0 for a connect), or -errno */
 	int done_fd; /* where the thread posts itself */
 	int pidfd;   /* the target thread's, readable once it exits; -1 if none could be had */
 };
 
-#define MAX_DEFERRED 256
+#define MAX_DEFERRED	   256
 #define FIFO_CANCEL_SIGNAL (SIGRTMIN + 3)
 #ifndef PIDFD_THREAD
 #define PIDFD_THREAD O_EXCL /* 6.9 */
@@ -67,7 +67,7 @@ struct supervisor {
 	struct fifo_wait *waits[MAX_DEFERRED];
 	size_t n_waits;
 	int waits_pipe[2]; /* finished waits: their pointers */
-	int waits_ep;      /* epoll: waits_pipe[0] and the waiting targets' pidfds */
+	int waits_ep;	   /* epoll: waits_pipe[0] and the waiting targets' pidfds */
 	struct broker *broker;
 	struct seccomp_notif *req;
 	struct seccomp_notif_resp *resp;
@@ -222,14 +222,27 @@ static int decide_chroot(pid_t tid, const char *path)
  * Decode the notified syscall into a broker request. Returns 0, a -errno for the target, 1 to let
  * the kernel run it unchanged (a read-only openat2), or CHROOT_NOOP to answer success.
  */
-static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid, struct broker_req *q)
+static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid,
+		  struct broker_req *q)
 {
 	const uint64_t *a = (const uint64_t *)d->args;
 	int r = 0;
 	*q = (struct broker_req){.tid = tid, .dirfd = AT_FDCWD, .dirfd2 = AT_FDCWD, .fd = -1};
 
-#define PATH1(addr) ({ r = read_path(tid, (addr), s->path1); if (r < 0) return r; q->path = s->path1; })
-#define PATH2(addr) ({ r = read_path(tid, (addr), s->path2); if (r < 0) return r; q->path2 = s->path2; })
+#define PATH1(addr)                                                                                \
+	({                                                                                         \
+		r = read_path(tid, (addr), s->path1);                                              \
+		if (r < 0)                                                                         \
+			return r;                                                                  \
+		q->path = s->path1;                                                                \
+	})
+#define PATH2(addr)                                                                                \
+	({                                                                                         \
+		r = read_path(tid, (addr), s->path2);                                              \
+		if (r < 0)                                                                         \
+			return r;                                                                  \
+		q->path2 = s->path2;                                                               \
+	})
 #define NAME(sys) q->syscall_name = sys
 
 	switch (d->nr) {
@@ -319,7 +332,8 @@ static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid,
 		}
 		if (q->flags & ~(uint64_t)(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT))
 			return -EINVAL;
-		if ((q->flags & RENAME_NOREPLACE) && (q->flags & (RENAME_EXCHANGE | RENAME_WHITEOUT)))
+		if ((q->flags & RENAME_NOREPLACE) &&
+		    (q->flags & (RENAME_EXCHANGE | RENAME_WHITEOUT)))
 			return -EINVAL;
 		if ((q->flags & RENAME_EXCHANGE) && (q->flags & RENAME_WHITEOUT))
 			return -EINVAL;
@@ -510,7 +524,8 @@ static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid,
 			if ((r = proc_read_mem(tid, a[2], q->times, sizeof q->times)) < 0)
 				return r;
 			for (int i = 0; i < 2; i++)
-				if (q->times[i].tv_nsec != UTIME_NOW && q->times[i].tv_nsec != UTIME_OMIT &&
+				if (q->times[i].tv_nsec != UTIME_NOW &&
+				    q->times[i].tv_nsec != UTIME_OMIT &&
 				    (q->times[i].tv_nsec < 0 || q->times[i].tv_nsec >= 1000000000))
 					return -EINVAL;
 		} else {
@@ -627,7 +642,9 @@ static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid,
 		struct msghdr m;
 		if ((r = proc_read_mem(tid, a[1], &m, sizeof m)) < 0)
 			return r;
-		return m.msg_name ? read_sockaddr(s, tid, (uint64_t)(uintptr_t)m.msg_name, m.msg_namelen, q) : 0;
+		return m.msg_name ? read_sockaddr(s, tid, (uint64_t)(uintptr_t)m.msg_name,
+						  m.msg_namelen, q)
+				  : 0;
 	}
 	default:
 		return -EPERM; /* the filter notified something we do not know: fail closed */
@@ -641,11 +658,11 @@ static int decode(struct supervisor *s, const struct seccomp_data *d, pid_t tid,
 static int send_fd(struct supervisor *s, uint64_t id, int fd, bool cloexec)
 {
 	struct seccomp_notif_addfd addfd = {
-		.id = id,
-		.flags = SECCOMP_ADDFD_FLAG_SEND,
-		.srcfd = (uint32_t)fd,
-		.newfd = 0,
-		.newfd_flags = cloexec ? O_CLOEXEC : 0,
+	    .id = id,
+	    .flags = SECCOMP_ADDFD_FLAG_SEND,
+	    .srcfd = (uint32_t)fd,
+	    .newfd = 0,
+	    .newfd_flags = cloexec ? O_CLOEXEC : 0,
 	};
 	if (ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &addfd) < 0) {
 		int e = errno;
@@ -678,8 +695,8 @@ static void *fifo_wait_thread(void *arg)
 		snprintf(p, sizeof p, "/proc/self/fd/%d", w->path_fd);
 		/* Blocks until a reader opens the FIFO, as the target's own open(2) would. */
 		int fd = __atomic_load_n(&w->cancelled, __ATOMIC_ACQUIRE)
-				 ? -1
-				 : open(p, (w->flags & ~O_NONBLOCK) | O_CLOEXEC | O_NOCTTY);
+			     ? -1
+			     : open(p, (w->flags & ~O_NONBLOCK) | O_CLOEXEC | O_NOCTTY);
 		w->result = fd >= 0 ? fd : errno ? -errno : -EINTR;
 	}
 	(void)!write(w->done_fd, &w, sizeof w); /* atomic: shorter than PIPE_BUF */
@@ -699,8 +716,11 @@ static void fifo_wait_start(struct supervisor *s, uint64_t id, pid_t tid, struct
 		respond(s, id, 0, -EAGAIN, 0);
 		return;
 	}
-	*w = (struct fifo_wait){.id = id, .path_fd = TAKE_FD(br->fd), .flags = br->defer_flags,
-				.cloexec = br->cloexec, .connect = br->defer_connect,
+	*w = (struct fifo_wait){.id = id,
+				.path_fd = TAKE_FD(br->fd),
+				.flags = br->defer_flags,
+				.cloexec = br->cloexec,
+				.connect = br->defer_connect,
 				.done_fd = s->waits_pipe[1]};
 	/* The target thread's pidfd; before 6.9 only a thread-group leader has one. */
 	w->pidfd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
@@ -740,7 +760,8 @@ int supervisor_fifo_fd(const struct supervisor *s)
 void supervisor_fifo_check(struct supervisor *s)
 {
 	for (size_t i = 0; i < s->n_waits; i++)
-		if (!s->waits[i]->cancelled && seccomp_notify_id_valid(s->listener, s->waits[i]->id) < 0)
+		if (!s->waits[i]->cancelled &&
+		    seccomp_notify_id_valid(s->listener, s->waits[i]->id) < 0)
 			fifo_cancel(s->waits[i]);
 }
 

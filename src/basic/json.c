@@ -124,7 +124,6 @@ static void value_freep(struct json_value **v)
 
 /* ---- strings ---- */
 
-
 static int hex4(struct parser *p, size_t at, uint32_t *ret)
 {
 	if (at + 4 > p->n)

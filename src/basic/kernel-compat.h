@@ -18,18 +18,19 @@
 #define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)
 #endif
 #ifndef LANDLOCK_ACCESS_NET_BIND_TCP
-#define LANDLOCK_ACCESS_NET_BIND_TCP (1ULL << 0)
+#define LANDLOCK_ACCESS_NET_BIND_TCP	(1ULL << 0)
 #define LANDLOCK_ACCESS_NET_CONNECT_TCP (1ULL << 1)
 #endif
 #ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
 #define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
-#define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
+#define LANDLOCK_SCOPE_SIGNAL		    (1ULL << 1)
 #endif
 #ifndef LANDLOCK_CREATE_RULESET_VERSION
 #define LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
 #endif
 
-/* The ruleset attribute grew with the ABI; this is the ABI 6 layout (handled_access_net: 4, scoped: 6). */
+/* The ruleset attribute grew with the ABI; this is the ABI 6 layout (handled_access_net: 4, scoped:
+ * 6). */
 struct brokered_landlock_ruleset_attr {
 	__u64 handled_access_fs;
 	__u64 handled_access_net;
@@ -49,12 +50,12 @@ struct brokered_landlock_ruleset_attr {
 
 /* openat2 */
 #ifndef RESOLVE_NO_XDEV
-#define RESOLVE_NO_XDEV 0x01
+#define RESOLVE_NO_XDEV	      0x01
 #define RESOLVE_NO_MAGICLINKS 0x02
-#define RESOLVE_NO_SYMLINKS 0x04
-#define RESOLVE_BENEATH 0x08
-#define RESOLVE_IN_ROOT 0x10
-#define RESOLVE_CACHED 0x20
+#define RESOLVE_NO_SYMLINKS   0x04
+#define RESOLVE_BENEATH	      0x08
+#define RESOLVE_IN_ROOT	      0x10
+#define RESOLVE_CACHED	      0x20
 #endif
 
 /*
@@ -92,7 +93,7 @@ struct brokered_landlock_ruleset_attr {
 #define __NR_file_setattr 469
 #endif
 /* Highest syscall number this build knows; anything above is refused with ENOSYS (fail closed). */
-#define BROKERED_NR_KNOWN_MAX 469
+#define BROKERED_NR_KNOWN_MAX	 469
 #define BROKERED_NR_FUTURE_LIMIT 512
 
 #ifndef AT_RENAME_NOREPLACE
@@ -100,8 +101,8 @@ struct brokered_landlock_ruleset_attr {
 #endif
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
-#define RENAME_EXCHANGE (1 << 1)
-#define RENAME_WHITEOUT (1 << 2)
+#define RENAME_EXCHANGE	 (1 << 1)
+#define RENAME_WHITEOUT	 (1 << 2)
 #endif
 
 /* ioctls that change inode flags; Landlock does not cover them on regular files. */

@@ -7,14 +7,14 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#define _cleanup_(f) __attribute__((cleanup(f)))
-#define _unused_ __attribute__((unused))
+#define _cleanup_(f)   __attribute__((cleanup(f)))
+#define _unused_       __attribute__((unused))
 #define _printf_(a, b) __attribute__((format(printf, a, b)))
-#define _noreturn_ __attribute__((noreturn))
+#define _noreturn_     __attribute__((noreturn))
 
 #define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
-#define MIN(a, b) ((a) < (b) ? (a) : (b))
-#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define MIN(a, b)     ((a) < (b) ? (a) : (b))
+#define MAX(a, b)     ((a) > (b) ? (a) : (b))
 
 /* Take ownership of a value out of a variable that has a cleanup attribute. */
 #define TAKE_GENERIC(var, null)                                                                    \
@@ -47,7 +47,7 @@ static inline void freep(void *p)
 }
 
 #define _cleanup_close_ _cleanup_(closep)
-#define _cleanup_free_ _cleanup_(freep)
+#define _cleanup_free_	_cleanup_(freep)
 
 /* -errno of the last failing libc call; never 0, so a caller cannot mistake it for success. */
 #define negative_errno()                                                                           \

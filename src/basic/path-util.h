@@ -19,7 +19,8 @@ int path_normalise(const char *path, struct strbuf *out);
 int path_join(const char *base, const char *rel, struct strbuf *out);
 /* True if path equals prefix or lies below it (both normalised, absolute). */
 bool path_is_under(const char *path, const char *prefix);
-/* Split an absolute normalised path into parent (malloc'd) and final component (pointer into path). */
+/* Split an absolute normalised path into parent (malloc'd) and final component (pointer into path).
+ */
 int path_split(const char *path, char **ret_parent, const char **ret_name);
 /* Replace a leading home directory with "~" (for rule matching and display). */
 int path_home_to_tilde(const char *path, const char *home, struct strbuf *out);

@@ -15,7 +15,10 @@ struct strbuf {
 	bool oom; /* sticky: an append failed, contents are truncated */
 };
 
-#define STRBUF_INIT {NULL, 0, 0, false}
+#define STRBUF_INIT                                                                                \
+	{                                                                                          \
+		NULL, 0, 0, false                                                                  \
+	}
 
 int strbuf_reserve(struct strbuf *sb, size_t extra);
 int strbuf_append(struct strbuf *sb, const void *data, size_t n);

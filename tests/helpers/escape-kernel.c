@@ -58,7 +58,8 @@ static int result(long r, int err)
 /* A copy of s below 4 GiB, for the i386 ABI (32-bit pointers). */
 static char *low_copy(const char *s)
 {
-	char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_32BIT, -1, 0);
+	char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_32BIT,
+		       -1, 0);
 	if (p == MAP_FAILED)
 		exit(3);
 	snprintf(p, 4096, "%s", s);
@@ -145,7 +146,8 @@ int main(int argc, char **argv)
 		if (!strcmp(op, "seccomp-tsync-listener"))
 			fl |= SECCOMP_FILTER_FLAG_TSYNC | SECCOMP_FILTER_FLAG_TSYNC_ESRCH;
 		r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, fl | (1UL << 40), &prog);
-		if (r < 0 && errno == EINVAL) /* the high bit is ignored or refused: try without it */
+		if (r < 0 &&
+		    errno == EINVAL) /* the high bit is ignored or refused: try without it */
 			r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, fl, &prog);
 	} else if (!strcmp(op, "mount") && argc == 3)
 		r = mount("tmpfs", argv[2], "tmpfs", 0, NULL);
@@ -189,9 +191,11 @@ int main(int argc, char **argv)
 	}
 #if defined(__x86_64__)
 	else if (!strcmp(op, "int80-chmod") && argc == 3)
-		return raw_result(int80(15 /* i386 chmod */, (long)(uintptr_t)low_copy(argv[2]), 0777));
+		return raw_result(
+		    int80(15 /* i386 chmod */, (long)(uintptr_t)low_copy(argv[2]), 0777));
 	else if (!strcmp(op, "int80-creat") && argc == 3)
-		return raw_result(int80(8 /* i386 creat */, (long)(uintptr_t)low_copy(argv[2]), 0644));
+		return raw_result(
+		    int80(8 /* i386 creat */, (long)(uintptr_t)low_copy(argv[2]), 0644));
 	else if (!strcmp(op, "int80-getpid"))
 		return raw_result(int80(20 /* i386 getpid */, 0, 0));
 	else if (!strcmp(op, "x32-chmod") && argc == 3)

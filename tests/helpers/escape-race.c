@@ -159,7 +159,8 @@ int main(int argc, char **argv)
 		if (pthread_create(&th, NULL, how_flipper, NULL))
 			return 2;
 		for (long i = 0; i < n; i++) {
-			int fd = (int)syscall(SYS_openat2, AT_FDCWD, argv[2], &how_shared, sizeof how_shared);
+			int fd = (int)syscall(SYS_openat2, AT_FDCWD, argv[2], &how_shared,
+					      sizeof how_shared);
 			count(fd);
 			if (fd >= 0) {
 				/* a write succeeds only if the fd was opened for writing */

@@ -83,11 +83,19 @@ static int parse_flags(const char *s)
 		const char *name;
 		int bits;
 	} names[] = {
-		{"r", O_RDONLY},	  {"w", O_WRONLY},	   {"rw", O_RDWR},
-		{"creat", O_CREAT},	  {"trunc", O_TRUNC},	   {"excl", O_EXCL},
-		{"nofollow", O_NOFOLLOW}, {"append", O_APPEND},	   {"tmpfile", O_TMPFILE},
-		{"path", O_PATH},	  {"directory", O_DIRECTORY}, {"nonblock", O_NONBLOCK},
-		{"cloexec", O_CLOEXEC},
+	    {"r", O_RDONLY},
+	    {"w", O_WRONLY},
+	    {"rw", O_RDWR},
+	    {"creat", O_CREAT},
+	    {"trunc", O_TRUNC},
+	    {"excl", O_EXCL},
+	    {"nofollow", O_NOFOLLOW},
+	    {"append", O_APPEND},
+	    {"tmpfile", O_TMPFILE},
+	    {"path", O_PATH},
+	    {"directory", O_DIRECTORY},
+	    {"nonblock", O_NONBLOCK},
+	    {"cloexec", O_CLOEXEC},
 	};
 	int f = 0;
 	char *dup = strdup(s), *save = NULL;
@@ -160,7 +168,8 @@ static int fd_op(int fd, int argc, char **argv)
 	else if (!strcmp(op, "fchmodat2-null") && argc == 2)
 		r = syscall(__NR_fchmodat2, fd, NULL, (mode_t)num(argv[1]), 0);
 	else if (!strcmp(op, "fchownat-empty") && argc == 3)
-		r = syscall(SYS_fchownat, fd, "", (uid_t)num(argv[1]), (gid_t)num(argv[2]), AT_EMPTY_PATH);
+		r = syscall(SYS_fchownat, fd, "", (uid_t)num(argv[1]), (gid_t)num(argv[2]),
+			    AT_EMPTY_PATH);
 	else if (!strcmp(op, "utimensat-empty") && argc == 1)
 		r = syscall(SYS_utimensat, fd, "", fixed_times, AT_EMPTY_PATH);
 	else if (!strcmp(op, "setxattrat-empty") && argc == 3) {
@@ -184,8 +193,8 @@ static int fd_op(int fd, int argc, char **argv)
 		int v = (int)num(argv[1]);
 		r = ioctl(fd, FS_IOC_SETVERSION, &v);
 	} else if (!strcmp(op, "reopen") && (argc == 3 || argc == 4)) {
-		/* reopen NAME FLAGS [DATA]: NAME is "/proc/self/fd/", "/dev/fd/", ... (the fd number
-		 * appended), or holds "%d" where the number goes; "PID" becomes our pid. */
+		/* reopen NAME FLAGS [DATA]: NAME is "/proc/self/fd/", "/dev/fd/", ... (the fd
+		 * number appended), or holds "%d" where the number goes; "PID" becomes our pid. */
 		char name[512] = "", num_s[16];
 		snprintf(num_s, sizeof num_s, "%d", fd);
 		const char *q = argv[1];
@@ -215,7 +224,8 @@ static int fd_op(int fd, int argc, char **argv)
 		out_fd = dup(1);
 		if (out_fd < 0 || dup2(fd, 1) < 0)
 			return prep_fail(errno);
-		int nfd = (int)syscall(SYS_openat, AT_FDCWD, "/dev/stdout", parse_flags(argv[1]), 0644);
+		int nfd =
+		    (int)syscall(SYS_openat, AT_FDCWD, "/dev/stdout", parse_flags(argv[1]), 0644);
 		return open_result(nfd, errno, argc == 3 ? argv[2] : NULL);
 	} else if (!strcmp(op, "at") && argc >= 3) {
 		/* at open PATH FLAGS [DATA] | at chmod PATH MODE | at unlink PATH: fd as dirfd */
@@ -239,9 +249,9 @@ static int snap_one(const char *path, const struct stat *st, int type, struct FT
 {
 	char names[65536], val[4096];
 	printf("%s %o %u:%u size=%lld nlink=%lu mtime=%lld.%09ld ctime=%lld.%09ld", path,
-	       (unsigned)st->st_mode, (unsigned)st->st_uid, (unsigned)st->st_gid, (long long)st->st_size,
-	       (unsigned long)st->st_nlink, (long long)st->st_mtim.tv_sec, st->st_mtim.tv_nsec,
-	       (long long)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
+	       (unsigned)st->st_mode, (unsigned)st->st_uid, (unsigned)st->st_gid,
+	       (long long)st->st_size, (unsigned long)st->st_nlink, (long long)st->st_mtim.tv_sec,
+	       st->st_mtim.tv_nsec, (long long)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
 	if (S_ISLNK(st->st_mode)) {
 		ssize_t k = readlink(path, val, sizeof val - 1);
 		val[k < 0 ? 0 : k] = '\0';
@@ -348,8 +358,11 @@ int main(int argc, char **argv)
 	else if (!strcmp(op, "mkdir") && n == 1)
 		r = syscall(SYS_mkdir, a[0], 0755);
 	else if (!strcmp(op, "mknod") && (n == 2 || n == 4)) {
-		mode_t t = a[1][0] == 'c' ? S_IFCHR : a[1][0] == 'b' ? S_IFBLK : a[1][0] == 'p' ? S_IFIFO
-			 : a[1][0] == 's' ? S_IFSOCK : S_IFREG;
+		mode_t t = a[1][0] == 'c'   ? S_IFCHR
+			   : a[1][0] == 'b' ? S_IFBLK
+			   : a[1][0] == 'p' ? S_IFIFO
+			   : a[1][0] == 's' ? S_IFSOCK
+					    : S_IFREG;
 		dev_t dev = n == 4 ? makedev((unsigned)num(a[2]), (unsigned)num(a[3])) : 0;
 		r = syscall(SYS_mknod, a[0], t | 0666, dev);
 	} else if (!strcmp(op, "tmpfile") && n == 3) {
@@ -367,7 +380,8 @@ int main(int argc, char **argv)
 			r = syscall(SYS_linkat, AT_FDCWD, p, AT_FDCWD, a[1], AT_SYMLINK_FOLLOW);
 		}
 	} else if (!strcmp(op, "xattrs") && n == 1) {
-		/* xattrs PATH: every xattr name=hex(value), sorted as the kernel lists them (no change) */
+		/* xattrs PATH: every xattr name=hex(value), sorted as the kernel lists them (no
+		 * change) */
 		char names[65536], val[65536], line[256];
 		ssize_t k = llistxattr(a[0], names, sizeof names);
 		if (k < 0)
@@ -376,12 +390,14 @@ int main(int argc, char **argv)
 			ssize_t v = lgetxattr(a[0], names + i, val, sizeof val);
 			int m = snprintf(line, sizeof line, "%s=", names + i);
 			for (ssize_t j = 0; j < v && m < (int)sizeof line - 3; j++)
-				m += snprintf(line + m, sizeof line - (size_t)m, "%02x", (unsigned char)val[j]);
+				m += snprintf(line + m, sizeof line - (size_t)m, "%02x",
+					      (unsigned char)val[j]);
 			printf("%s\n", line);
 		}
 		return 0;
 	} else if (!strcmp(op, "fd") && n >= 3) {
-		/* fd PATH OPENFLAGS SUBOP...: open PATH (read-only, O_PATH, ...) then SUBOP on the fd */
+		/* fd PATH OPENFLAGS SUBOP...: open PATH (read-only, O_PATH, ...) then SUBOP on the
+		 * fd */
 		int fd = (int)syscall(SYS_openat, AT_FDCWD, a[0], parse_flags(a[1]), 0);
 		if (fd < 0)
 			return prep_fail(errno);

@@ -17,8 +17,8 @@
  *   rawsys getxattr PATH NAME      print the value
  *   rawsys removexattr PATH NAME   removexattr
  *   rawsys mkfifo PATH             mknodat(S_IFIFO|0644)
- *   rawsys fifo PATH               mkfifo PATH, a child writes "through-fifo\n", the parent reads it
- *   rawsys pwrite PATH OFF TEXT    open O_WRONLY (no O_TRUNC), pwrite TEXT at OFF
+ *   rawsys fifo PATH               mkfifo PATH, a child writes "through-fifo\n", the parent reads
+ * it rawsys pwrite PATH OFF TEXT    open O_WRONLY (no O_TRUNC), pwrite TEXT at OFF
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -69,7 +69,8 @@ int main(int argc, char **argv)
 	int fd;
 
 	if (!strcmp(op, "openat2")) {
-		struct open_how how = {.flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, .mode = 0644};
+		struct open_how how = {.flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+				       .mode = 0644};
 		fd = (int)syscall(SYS_openat2, AT_FDCWD, p, &how, sizeof how);
 		if (fd < 0)
 			return fail(op);

@@ -17,17 +17,17 @@ static int tap_n, tap_failed;
 		printf(__VA_ARGS__);                                                               \
 		printf("\n");                                                                      \
 		if (!_c)                                                                           \
-			printf("#   failed at %s:%d\n", __FILE__, __LINE__);                           \
+			printf("#   failed at %s:%d\n", __FILE__, __LINE__);                       \
 		_c;                                                                                \
 	})
 
 #define is_str(got, want, ...)                                                                     \
 	({                                                                                         \
 		const char *_gs = (got), *_ws = (want);                                            \
-		int _cs = ok(_gs && _ws && strcmp(_gs, _ws) == 0, __VA_ARGS__);                   \
+		int _cs = ok(_gs && _ws && strcmp(_gs, _ws) == 0, __VA_ARGS__);                    \
 		if (!_cs)                                                                          \
-			printf("#   got:  '%s'\n#   want: '%s'\n", _gs ? _gs : "(null)",            \
-			       _ws ? _ws : "(null)");                                                \
+			printf("#   got:  '%s'\n#   want: '%s'\n", _gs ? _gs : "(null)",           \
+			       _ws ? _ws : "(null)");                                              \
 		_cs;                                                                               \
 	})
 
@@ -36,7 +36,7 @@ static int tap_n, tap_failed;
 		long long _gi = (got), _wi = (want);                                               \
 		int _ci = ok(_gi == _wi, __VA_ARGS__);                                             \
 		if (!_ci)                                                                          \
-			printf("#   got:  %lld\n#   want: %lld\n", _gi, _wi);                        \
+			printf("#   got:  %lld\n#   want: %lld\n", _gi, _wi);                      \
 		_ci;                                                                               \
 	})
 

@@ -33,8 +33,8 @@ static char *at(const char *rel)
 }
 
 /* Resolve path (relative to dirfd) and compare the real path and existence; returns the error. */
-static int check(int dirfd, const char *path, unsigned flags, const char *want_rel, bool want_exists,
-		 const char *what)
+static int check(int dirfd, const char *path, unsigned flags, const char *want_rel,
+		 bool want_exists, const char *what)
 {
 	struct resolved r = RESOLVED_INIT;
 	int k = resolve_path(&ctx, dirfd, path, flags, &r);
@@ -83,16 +83,19 @@ static void plain(void)
 	close(dfd);
 
 	struct resolved r = RESOLVED_INIT;
-	is_int(resolve_path(&ctx, AT_FDCWD, "b/missing/x", 0, &r), -ENOENT, "missing parent: ENOENT");
+	is_int(resolve_path(&ctx, AT_FDCWD, "b/missing/x", 0, &r), -ENOENT,
+	       "missing parent: ENOENT");
 	resolved_done(&r);
-	is_int(resolve_path(&ctx, AT_FDCWD, "b/file/x", 0, &r), -ENOTDIR, "a file as parent: ENOTDIR");
+	is_int(resolve_path(&ctx, AT_FDCWD, "b/file/x", 0, &r), -ENOTDIR,
+	       "a file as parent: ENOTDIR");
 	resolved_done(&r);
 	is_int(resolve_path(&ctx, AT_FDCWD, "b/file/", 0, &r), -ENOTDIR,
 	       "trailing slash on a file: ENOTDIR");
 	resolved_done(&r);
 	is_int(resolve_path(&ctx, AT_FDCWD, "", 0, &r), -ENOENT, "empty path: ENOENT");
 	resolved_done(&r);
-	is_int(resolve_path(&ctx, 12345, "x", 0, &r), -EBADF, "a dirfd the target does not have: EBADF");
+	is_int(resolve_path(&ctx, 12345, "x", 0, &r), -EBADF,
+	       "a dirfd the target does not have: EBADF");
 	resolved_done(&r);
 	char *lng = malloc(PATH_MAX + 2);
 	memset(lng, 'x', PATH_MAX + 1);
@@ -107,7 +110,8 @@ static void symlinks(void)
 	/* The final component is followed only when asked; the parent chain always. */
 	check(AT_FDCWD, "rel", 0, "a/rel", true, "final symlink, not followed");
 	check(AT_FDCWD, "rel", RESOLVE_FOLLOW, "a/b/file", true, "final symlink, followed");
-	check(AT_FDCWD, at("abs/file"), 0, "a/b/file", true, "absolute symlink in the parent chain");
+	check(AT_FDCWD, at("abs/file"), 0, "a/b/file", true,
+	      "absolute symlink in the parent chain");
 	check(AT_FDCWD, "dangling", RESOLVE_FOLLOW, "c/new", false,
 	      "dangling symlink followed to its missing target (O_CREAT creates it)");
 	check(AT_FDCWD, "up/x", 0, "x", false, "symlink to '..' in the parent chain");
@@ -125,7 +129,8 @@ static void symlinks(void)
 static void magic(void)
 {
 	/* /proc/self, /dev/fd/N and relative paths mean the target's, not the broker's: a child
-	 * with its own cwd and fd 7 is the target (the broker's own /proc/PID is never followed). */
+	 * with its own cwd and fd 7 is the target (the broker's own /proc/PID is never followed).
+	 */
 	int pipefd[2];
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		abort();
@@ -152,7 +157,8 @@ static void magic(void)
 	   "/dev/fd/N followed");
 	is_str(r.real, at("a/b/file"), "  its real path");
 	resolved_done(&r);
-	ok(resolve_target_fd(&tc, 7, &r) == 0 && r.exists, "resolve_target_fd of the target's fd 7");
+	ok(resolve_target_fd(&tc, 7, &r) == 0 && r.exists,
+	   "resolve_target_fd of the target's fd 7");
 	is_str(r.real, at("a/b/file"), "  its real path");
 	resolved_done(&r);
 	is_int(resolve_target_fd(&tc, 99, &r), -EBADF, "an fd the target does not have: EBADF");
@@ -172,7 +178,8 @@ static void magic(void)
 static void stale_target(void)
 {
 	/* A notification that is no longer pending: whatever /proc/TID gave is not trusted. Any fd
-	 * that is not a seccomp listener answers the validity ioctl with an error, like a stale id. */
+	 * that is not a seccomp listener answers the validity ioctl with an error, like a stale id.
+	 */
 	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	const struct notif_ref stale = {devnull, 1};
 	struct resolve_ctx c = ctx;

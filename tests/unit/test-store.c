@@ -223,7 +223,8 @@ static void snap_dir(const char *abs, const char *rel, struct strbuf *out)
 					len = fread(data, 1, (size_t)st.st_size, f);
 					fclose(f);
 				}
-				strbuf_printf(out, " mtime=%ld.%09ld data=", (long)st.st_mtim.tv_sec,
+				strbuf_printf(out,
+					      " mtime=%ld.%09ld data=", (long)st.st_mtim.tv_sec,
 					      st.st_mtim.tv_nsec);
 				strbuf_append(out, data ? data : "", len);
 			} else if (S_ISLNK(st.st_mode)) {
@@ -283,7 +284,8 @@ static int undo_turn(struct store *s, const char *id, bool want_no_conflict, cha
 	if (want_no_conflict && p->n_conflicts) {
 		for (size_t i = 0; i < p->n_items; i++)
 			if (p->items[i].conflict)
-				printf("# conflict %s: %s\n", p->items[i].pre.path, p->items[i].conflict);
+				printf("# conflict %s: %s\n", p->items[i].pre.path,
+				       p->items[i].conflict);
 	}
 	size_t conflicts = p->n_conflicts;
 	_cleanup_free_ char *msg = NULL;
@@ -291,7 +293,8 @@ static int undo_turn(struct store *s, const char *id, bool want_no_conflict, cha
 	r = store_plan_apply(s, p, &opts, msg, ret_undo);
 	for (size_t i = 0; i < p->n_items; i++)
 		if (p->items[i].error)
-			printf("# failed %s: %s\n", p->items[i].pre.path, strerror(-p->items[i].error));
+			printf("# failed %s: %s\n", p->items[i].pre.path,
+			       strerror(-p->items[i].error));
 	store_plan_free(p);
 	if (r == 0 && want_no_conflict && conflicts)
 		return -EBUSY;
@@ -395,7 +398,8 @@ static void test_scenario(struct store *s)
 	/* like sed -i: a new file (recorded as absent), then rename over */
 	ok(op_write(t, ".tmp-new", "new delta\n") >= 0, "temp file created");
 	ok(op_rename(t, ".tmp-new", "d.txt") >= 0, "rename over");
-	ok(op_mkdir(t, "newdir") >= 0 && op_write(t, "newdir/f", "inside\n") >= 0, "mkdir + create");
+	ok(op_mkdir(t, "newdir") >= 0 && op_write(t, "newdir/f", "inside\n") >= 0,
+	   "mkdir + create");
 	ok(op_rmdir(t, "empty") >= 0, "rmdir");
 	ok(op_symlink(t, "b.txt", "link") >= 0, "symlink replaced");
 	ok(op_chmod(t, "e.txt", 0600) >= 0, "chmod");
@@ -464,8 +468,8 @@ static void test_scenario(struct store *s)
 /* Random operations over a small tree, several seeds. */
 static const char *rnd_name(void)
 {
-	static const char *names[] = {"f0", "f1", "f2", "d0", "d0/f3", "d0/f4", "d1", "d1/f5",
-				      "d0/d2", "d0/d2/f6"};
+	static const char *names[] = {"f0",    "f1", "f2",    "d0",    "d0/f3",
+				      "d0/f4", "d1", "d1/f5", "d0/d2", "d0/d2/f6"};
 	return names[rand() % (int)ELEMENTSOF(names)];
 }
 
@@ -570,7 +574,7 @@ static void test_oversize(struct store *s)
 	int pfd = open(ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	enum store_result res;
 	ok(store_preimage(t, pfd, "big", p.buf, 0, &res, NULL) >= 0 &&
-		   res == STORE_RESULT_NOT_BACKED_UP,
+	       res == STORE_RESULT_NOT_BACKED_UP,
 	   "oversize recorded as not backed up");
 	close(pfd);
 	_cleanup_free_ char *id = strdup(store_turn_id(t));
@@ -620,7 +624,8 @@ static void test_enospc(void)
 	store_turn_commit(t, NULL);
 	struct store_record *v;
 	size_t n;
-	ok(store_turn_records(s, id, &v, &n) >= 0 && n == 1 && !strcmp(v[0].path + strlen(ws), "/small"),
+	ok(store_turn_records(s, id, &v, &n) >= 0 && n == 1 &&
+	       !strcmp(v[0].path + strlen(ws), "/small"),
 	   "only the small file recorded");
 	if (n == 1) {
 		int fd = store_object_open(s, v[0].hash);
@@ -698,7 +703,8 @@ static void test_kill(void)
 		   "round %d: killed turn listed as open", round);
 		_cleanup_free_ char *u = NULL;
 		if (n >= 1) {
-			is_int(undo_turn(s, v[0].id, false, &u), 0, "round %d: undo applied", round);
+			is_int(undo_turn(s, v[0].id, false, &u), 0, "round %d: undo applied",
+			       round);
 			same_snapshot(before, "undo of a killed turn");
 		}
 		store_turn_infos_free(v, n);
