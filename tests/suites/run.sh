@@ -114,9 +114,11 @@ for spec in "$@"; do
 	[ -z "$prepare_only" ] || { echo "ok - $suite prepared" && continue; }
 	mapfile -t cases < <(. "$here/$suite.sh" && SUITE_QUICK=$quick suite_cases)
 	t0=$(date +%s)
+	mine=()
 	for c in "${cases[@]}"; do
 		# shellcheck disable=SC2053
 		[[ $c == $glob ]] || continue
+		mine+=("$(printf '%s' "$c" | tr -c 'A-Za-z0-9._-' _)")
 		for mode in native brokered; do
 			while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n 2>/dev/null || true; done
 			run_case "$suite" "$c" "$mode" &
@@ -124,10 +126,9 @@ for spec in "$@"; do
 	done
 	wait
 	n=0 same=0 documented=0 differ=0 broken=0
-	for tsv in "$work/$suite"/native/*.tsv; do
-		b=$work/$suite/brokered/${tsv##*/}
-		name=${tsv##*/}
-		name=${name%.tsv}
+	for name in "${mine[@]}"; do
+		tsv=$work/$suite/native/$name.tsv
+		b=$work/$suite/brokered/$name.tsv
 		if [ ! -s "$tsv" ]; then
 			echo "not ok - $suite $name: no test case found in the native output"
 			sed 's/^/#   /' "$work/$suite/native/$name.out" | tail -n 5
