@@ -109,7 +109,7 @@ static int target_fd(pid_t tid, const struct notif_ref *n, int fd)
 			return -ESRCH;
 		pidfd = (int)syscall(SYS_pidfd_open, tgid, 0);
 		if (pidfd < 0)
-			return -errno;
+			return negative_errno();
 	}
 	if (proc_target_still_valid(n) < 0) {
 		close(pidfd);
@@ -274,10 +274,10 @@ static int do_connect(int sock, const struct sockaddr *a, socklen_t len, struct 
 {
 	int fl = fcntl(sock, F_GETFL);
 	if (fl < 0)
-		return -errno;
+		return negative_errno();
 	bool blocking = !(fl & O_NONBLOCK);
 	if (blocking && fcntl(sock, F_SETFL, fl | O_NONBLOCK) < 0)
-		return -errno;
+		return negative_errno();
 	int r = connect(sock, a, len) < 0 ? -errno : 0;
 	if (blocking)
 		(void)fcntl(sock, F_SETFL, fl);

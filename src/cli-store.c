@@ -713,6 +713,8 @@ static int spawn_diff(const char *old, const char *new, const char *label_a, con
 static int wait_diff(pid_t pid)
 {
 	int status;
+	if (pid <= 0) /* never started: waitpid(-1) would reap any child */
+		return -ECHILD;
 	if (RETRY_EINTR(waitpid(pid, &status, 0)) < 0)
 		return negative_errno();
 	/* The reader went away (`| head`): stop quietly, as git does. */
@@ -727,7 +729,7 @@ static int count_diff(const char *old, const char *new, struct stat_line *e)
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return negative_errno();
-	pid_t pid;
+	pid_t pid = -1;
 	int r = spawn_diff(old, new, "a", "b", p[1], &pid);
 	close(p[1]);
 	if (r < 0) {
@@ -772,7 +774,7 @@ static int diff_files(const struct side *a, const struct side *b, const char *la
 	    asprintf(&lb, "%s%s", b->kind == STORE_KIND_FILE ? "b/" : "/dev/null",
 		     b->kind == STORE_KIND_FILE ? label : "") < 0)
 		return -ENOMEM;
-	pid_t pid;
+	pid_t pid = -1;
 	int r = spawn_diff(old, new, la, lb, -1, &pid);
 	return r < 0 ? r : wait_diff(pid);
 }

@@ -282,7 +282,7 @@ static int read_fd(int fd, size_t max, struct strbuf *out)
 		if (k < 0) {
 			if (errno == EINTR)
 				continue;
-			return -errno;
+			return negative_errno();
 		}
 		if (k == 0)
 			return 0;
@@ -311,7 +311,7 @@ static int git_list_fd(int fd, struct git_config_entry **ret, size_t *ret_n)
 					   NULL};
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
-		return -errno;
+		return negative_errno();
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, fd, STDIN_FILENO);
@@ -332,7 +332,7 @@ static int git_list_fd(int fd, struct git_config_entry **ret, size_t *ret_n)
 	int st;
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)
-			return -errno;
+			return negative_errno();
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
 		return -ENOENT; /* posix_spawnp reports a missing program this way too */
 	if (rr < 0)
@@ -346,10 +346,10 @@ static int git_list_path(const char *path, struct git_config_entry **ret, size_t
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
-		return -errno;
+		return negative_errno();
 	struct stat st;
 	if (fstat(fd, &st) < 0)
-		return -errno;
+		return negative_errno();
 	if (!S_ISREG(st.st_mode))
 		return -EBADMSG;
 	return git_list_fd(fd, ret, ret_n);
@@ -567,7 +567,7 @@ static int accepted_save(struct guard *g)
 	_cleanup_close_ int fd =
 	    open(p.buf, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
-		return -errno;
+		return negative_errno();
 	return write(fd, g->acc_new.buf, g->acc_new.len) == (ssize_t)g->acc_new.len ? 0 : -EIO;
 }
 
@@ -1288,7 +1288,7 @@ int git_guard_remove_keys(const struct git_guard_block *b)
 		int st;
 		while (waitpid(pid, &st, 0) < 0)
 			if (errno != EINTR)
-				return -errno;
+				return negative_errno();
 		/* 5: the entry is gone already */
 		if (!WIFEXITED(st) || (WEXITSTATUS(st) != 0 && WEXITSTATUS(st) != 5))
 			return -EIO;

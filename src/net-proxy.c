@@ -279,12 +279,12 @@ static ssize_t read_until(int fd, void *buf, size_t n, int64_t deadline)
 		struct pollfd pf = {.fd = fd, .events = POLLIN};
 		int k = poll(&pf, 1, (int)MIN(left, (int64_t)1000));
 		if (k < 0 && errno != EINTR)
-			return -errno;
+			return negative_errno();
 		if (k <= 0)
 			continue;
 		ssize_t r = recv(fd, buf, n, 0);
 		if (r >= 0 || (errno != EINTR && errno != EAGAIN))
-			return r < 0 ? -errno : r;
+			return r < 0 ? negative_errno() : r;
 	}
 }
 

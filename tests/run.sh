@@ -135,7 +135,7 @@ fi
 
 # Static checks, as jobs of the same pool (they overlap with the end-to-end scripts): each is a
 # make target that must pass; its output is kept in the log as TAP comments.
-static_checks=(${BROKERED_STATIC_CHECKS-shellcheck cross-aarch64})
+static_checks=(${BROKERED_STATIC_CHECKS-format-check analyze shellcheck cross-aarch64})
 if [ $# -eq 0 ]; then
 	for t in "${static_checks[@]}"; do
 		start_job "static/make $t" "$log_dir/static-$t.log" bash -c '
