@@ -66,14 +66,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				check(p, sb.buf);
 			check(p, s->rules[i].pattern); /* relative or not */
 		}
-		/* protections hold whatever the settings say */
+		/* protections hold whatever the settings say; a hook needs approval unless allowed
+		 */
 		const char *reason;
 		if (policy_check(p, "/home/u/.bashrc", POLICY_ACCESS_WRITE, &reason) !=
 			POLICY_DENY ||
 		    policy_check(p, "/home/u/proj/.brokered/settings.json", POLICY_ACCESS_WRITE,
 				 &reason) != POLICY_DENY ||
-		    policy_check(p, "/home/u/proj/.git/hooks/x", POLICY_ACCESS_WRITE, &reason) !=
-			POLICY_DENY)
+		    (policy_check(p, "/home/u/proj/.git/hooks/x", POLICY_ACCESS_WRITE, &reason) ==
+			 POLICY_ALLOW &&
+		     !s->git_allow_hooks))
 			abort();
 		policy_free(p);
 	}

@@ -61,7 +61,9 @@ serve_pid=$!
 for _ in $(seq 100); do [ -S "$TEST_DIR/srv/s.sock" ] && break; sleep 0.1; done
 # Not believed: the inner run is a run of its own, which the outer sandbox cannot host.
 err=$(brk run -c "BROKERED_IPC_ADDRESS=$TEST_DIR/srv/s.sock \"$BROKERED\" run -c 'echo s > spoof2.txt'" 2>&1 </dev/null)
-is "$?" 125 "a broker socket of a non-ancestor is not believed: no unbrokered run (125)"
+# The probe's connect to that socket (outside the workspace) is itself a refused access: the outer
+# run reports it for approval (120), and the inner run, not believed, fails (125) and runs nothing.
+is "$?" 120 "a broker socket of a non-ancestor is not believed: no unbrokered run; the connect to it needs approval (120)"
 case $err in *"names a broker (pid "*") that is not an ancestor of this process"*) ok 0 "the error says why" ;;
 *) ok 1 "the error says why"; printf '#   %s\n' "$err" ;; esac
 test ! -e spoof2.txt
