@@ -298,17 +298,20 @@ static int read_fd(int fd, size_t max, struct strbuf *out)
  * environment (no system, global or repository configuration; "/" as its directory), so reading
  * runs no program that a configuration names. -ENOENT: no git; -EBADMSG: git refused the file.
  */
+/* The environment of the user's git when brokered runs it: no system, global or repository
+ * configuration of its own, so that it reads exactly the file it is given. */
+static const char *const git_envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
+				       "HOME=/nonexistent",
+				       "GIT_CONFIG_NOSYSTEM=1",
+				       "GIT_CONFIG_GLOBAL=/dev/null",
+				       "GIT_DIR=/nonexistent",
+				       "LC_ALL=C",
+				       NULL};
+
 static int git_list_fd(int fd, struct git_config_entry **ret, size_t *ret_n)
 {
 	static const char *const argv[] = {"git",    "config", "--file",	"-",
 					   "--list", "--null", "--no-includes", NULL};
-	static const char *const envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
-					   "HOME=/nonexistent",
-					   "GIT_CONFIG_NOSYSTEM=1",
-					   "GIT_CONFIG_GLOBAL=/dev/null",
-					   "GIT_DIR=/nonexistent",
-					   "LC_ALL=C",
-					   NULL};
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return negative_errno();
@@ -319,7 +322,7 @@ static int git_list_fd(int fd, struct git_config_entry **ret, size_t *ret_n)
 	posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
 	posix_spawn_file_actions_addchdir_np(&fa, "/");
 	pid_t pid;
-	int r = -posix_spawnp(&pid, "git", &fa, NULL, (char *const *)argv, (char *const *)envp);
+	int r = -posix_spawnp(&pid, "git", &fa, NULL, (char *const *)argv, (char *const *)git_envp);
 	posix_spawn_file_actions_destroy(&fa);
 	close(p[1]);
 	if (r < 0) {
@@ -1258,13 +1261,6 @@ int git_guard_check(struct store *s, const char *turn_id, const struct git_guard
 
 int git_guard_remove_keys(const struct git_guard_block *b)
 {
-	static const char *const envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
-					   "HOME=/nonexistent",
-					   "GIT_CONFIG_NOSYSTEM=1",
-					   "GIT_CONFIG_GLOBAL=/dev/null",
-					   "GIT_DIR=/nonexistent",
-					   "LC_ALL=C",
-					   NULL};
 	if (!b->n_unset)
 		return -EINVAL;
 	for (size_t i = 0; i < b->n_unset; i++) {
@@ -1280,8 +1276,8 @@ int git_guard_remove_keys(const struct git_guard_block *b)
 		posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
 		posix_spawn_file_actions_addchdir_np(&fa, "/");
 		pid_t pid;
-		int r =
-		    -posix_spawnp(&pid, "git", &fa, NULL, (char *const *)argv, (char *const *)envp);
+		int r = -posix_spawnp(&pid, "git", &fa, NULL, (char *const *)argv,
+				      (char *const *)git_envp);
 		posix_spawn_file_actions_destroy(&fa);
 		if (r < 0)
 			return r;
