@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "basic/escape.h"
+#include "basic/fs-util.h"
 #include "basic/macro.h"
 #include "basic/path-util.h"
 #include "basic/strbuf.h"
@@ -347,14 +348,9 @@ static int git_list_fd(int fd, struct git_config_entry **ret, size_t *ret_n)
 
 static int git_list_path(const char *path, struct git_config_entry **ret, size_t *ret_n)
 {
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	_cleanup_close_ int fd = open_regular(path, NULL);
 	if (fd < 0)
-		return negative_errno();
-	struct stat st;
-	if (fstat(fd, &st) < 0)
-		return negative_errno();
-	if (!S_ISREG(st.st_mode))
-		return -EBADMSG;
+		return fd == -EINVAL ? -EBADMSG : fd;
 	return git_list_fd(fd, ret, ret_n);
 }
 

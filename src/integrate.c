@@ -25,6 +25,7 @@
 
 #include "basic/json-write.h"
 #include "basic/json.h"
+#include "basic/fs-util.h"
 #include "basic/macro.h"
 #include "basic/path-util.h"
 #include "basic/strbuf.h"
@@ -502,14 +503,10 @@ static int read_fd(int fd, size_t max, char **ret, size_t *ret_n)
 
 static int read_file(const char *path, size_t max, char **ret, size_t *ret_n, mode_t *ret_mode)
 {
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return negative_errno();
 	struct stat st;
-	if (fstat(fd, &st) < 0)
-		return negative_errno();
-	if (!S_ISREG(st.st_mode))
-		return -EINVAL;
+	_cleanup_close_ int fd = open_regular(path, &st);
+	if (fd < 0)
+		return fd;
 	*ret_mode = st.st_mode & 07777;
 	return read_fd(fd, max, ret, ret_n);
 }
