@@ -41,5 +41,7 @@ export DEBIAN_FRONTEND=noninteractive
 case " ${missing[*]}" in *:arm64*)
 	dpkg --print-foreign-architectures | grep -qx arm64 || "${sudo[@]}" dpkg --add-architecture arm64 ;;
 esac
-"${sudo[@]}" apt-get update -qq
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Wait for another apt or dpkg (an unattended upgrade, a second checkout's tests) instead of failing.
+lock=(-o DPkg::Lock::Timeout=900)
+"${sudo[@]}" apt-get "${lock[@]}" update -qq
+"${sudo[@]}" apt-get "${lock[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
