@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 #include "basic/fs-util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <unistd.h>
 
 #include "basic/macro.h"
+#include "basic/path-util.h"
 
 int open_regular(const char *path, struct stat *ret_st)
 {
@@ -25,4 +28,110 @@ int open_regular(const char *path, struct stat *ret_st)
 	if (ret_st)
 		*ret_st = st;
 	return fd;
+}
+
+static int rm_rf_children(int fd, int depth);
+
+static int rm_rf_depth(int dirfd, const char *name, int depth)
+{
+	if (depth > 256)
+		return -ELOOP;
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno != ENOTDIR && errno != ELOOP)
+			return negative_errno();
+		return unlinkat(dirfd, name, 0) < 0 ? negative_errno() : 0;
+	}
+	int r = rm_rf_children(fd, depth); /* takes fd */
+	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && r >= 0)
+		r = negative_errno();
+	return r;
+}
+
+static int rm_rf_children(int fd, int depth)
+{
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		int r = negative_errno();
+		close(fd);
+		return r;
+	}
+	int r = 0;
+	for (struct dirent *de; (de = readdir(d));) {
+		if (dot_or_dot_dot(de->d_name))
+			continue;
+		int k = rm_rf_depth(dirfd(d), de->d_name, depth + 1);
+		if (k < 0 && r >= 0)
+			r = k;
+	}
+	closedir(d);
+	return r;
+}
+
+int rm_rf_at(int dirfd, const char *name)
+{
+	return rm_rf_depth(dirfd, name, 0);
+}
+
+int dir_is_empty_at(int dirfd, const char *name)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return negative_errno();
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		int r = negative_errno();
+		close(fd);
+		return r;
+	}
+	int empty = 1;
+	for (struct dirent *de; empty && (de = readdir(d));)
+		empty = dot_or_dot_dot(de->d_name);
+	closedir(d);
+	return empty;
+}
+
+static int write_all(int fd, const char *buf, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, buf, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? negative_errno() : -EIO;
+		buf += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int copy_bytes(int src, int dst)
+{
+	bool any = false;
+	for (;;) {
+		ssize_t k = copy_file_range(src, NULL, dst, NULL, 1u << 30, 0);
+		if (k > 0) {
+			any = true;
+			continue;
+		}
+		if (k == 0)
+			return 0;
+		if (errno == EINTR)
+			continue;
+		if (any || (errno != EXDEV && errno != EINVAL && errno != ENOSYS &&
+			    errno != EOPNOTSUPP && errno != EPERM))
+			return negative_errno();
+		break; /* the kernel cannot copy between these two: read and write */
+	}
+	char buf[65536];
+	for (;;) {
+		ssize_t k = read(src, buf, sizeof buf);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return k < 0 ? negative_errno() : 0;
+		int r = write_all(dst, buf, (size_t)k);
+		if (r < 0)
+			return r;
+	}
 }

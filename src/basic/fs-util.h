@@ -10,3 +10,19 @@
  * or -EINVAL when it is no regular file. ret_st, if not NULL, gets its fstat.
  */
 int open_regular(const char *path, struct stat *ret_st);
+
+/*
+ * Remove name below dirfd and, if it is a directory, everything in it (symlinks are removed, never
+ * followed). Goes on past entries it cannot remove and returns the first error (-ELOOP beyond 256
+ * levels), or 0.
+ */
+int rm_rf_at(int dirfd, const char *name);
+
+/* Is the directory name below dirfd (not followed if a symlink) empty? 1, 0, or -errno. */
+int dir_is_empty_at(int dirfd, const char *name);
+
+/*
+ * Copy the rest of src to dst, from their current offsets: copy_file_range, or read and write
+ * where the kernel cannot copy between them (other file systems, special files). 0 or -errno.
+ */
+int copy_bytes(int src, int dst);

@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+/* The helpers of src/basic/: fd-util, fs-util, hexdecoct, string-table, errno-util. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "basic/errno-util.h"
+#include "basic/fd-util.h"
+#include "basic/fs-util.h"
+#include "basic/hexdecoct.h"
+#include "basic/macro.h"
+#include "basic/path-util.h"
+#include "basic/string-table.h"
+#include "tap.h"
+
+enum color { COLOR_RED, COLOR_GREEN, COLOR_HOLE, COLOR_BLUE, _COLOR_MAX, _COLOR_INVALID = -EINVAL };
+static const char *const color_table[] = {
+    [COLOR_RED] = "red",
+    [COLOR_GREEN] = "green",
+    [COLOR_BLUE] = "blue",
+};
+DEFINE_PRIVATE_STRING_TABLE_LOOKUP_TO_STRING(color, enum color);
+DEFINE_PRIVATE_STRING_TABLE_LOOKUP_FROM_STRING(color, enum color);
+
+static void string_table(void)
+{
+	is_str(color_to_string(COLOR_GREEN), "green", "to_string");
+	ok(color_to_string(COLOR_HOLE) == NULL, "a value without a name gives NULL");
+	ok(color_to_string(_COLOR_MAX) == NULL && color_to_string((enum color) - 1) == NULL,
+	   "out of range gives NULL");
+	is_int(color_from_string("blue"), COLOR_BLUE, "from_string");
+	is_int(color_from_string("Blue"), -EINVAL, "from_string is exact");
+	is_int(color_from_string(NULL), -EINVAL, "from_string(NULL)");
+	is_int(color_from_string(""), -EINVAL, "no empty name");
+}
+
+static void hex_and_names(void)
+{
+	is_int(unhexchar('0'), 0, "unhexchar 0");
+	is_int(unhexchar('9'), 9, "unhexchar 9");
+	is_int(unhexchar('a'), 10, "unhexchar a");
+	is_int(unhexchar('F'), 15, "unhexchar F");
+	is_int(unhexchar('g'), -EINVAL, "unhexchar g");
+	is_int(unhexchar('\0'), -EINVAL, "unhexchar NUL");
+
+	is_str(ERRNO_NAME(ENOENT), "ENOENT", "ENOENT");
+	is_str(ERRNO_NAME(-EACCES), "EACCES", "negative errno");
+	is_str(ERRNO_NAME(EOPNOTSUPP), "EOPNOTSUPP", "EOPNOTSUPP (= ENOTSUP)");
+	is_str(ERRNO_NAME(EAGAIN), "EAGAIN", "EAGAIN (= EWOULDBLOCK)");
+	is_str(ERRNO_NAME(4095), "errno4095", "unknown number");
+	is_str(ERRNO_NAME(INT_MIN), "errno2147483648", "INT_MIN");
+
+	is_str(FORMAT_PROC_FD_PATH(7), "/proc/self/fd/7", "FORMAT_PROC_FD_PATH");
+	is_str(FORMAT_PROC_FD_PATH(INT_MIN), "/proc/self/fd/-2147483648", "  fits any int");
+	ok(dot_or_dot_dot(".") && dot_or_dot_dot("..") && !dot_or_dot_dot("...") &&
+	       !dot_or_dot_dot(".a") && !dot_or_dot_dot(""),
+	   "dot_or_dot_dot");
+}
+
+static void nonblock(void)
+{
+	int p[2];
+	ok(pipe2(p, O_CLOEXEC) == 0, "pipe");
+	ok(fd_nonblock(p[0], true) == 0 && (fcntl(p[0], F_GETFL) & O_NONBLOCK), "set O_NONBLOCK");
+	char c;
+	ok(read(p[0], &c, 1) < 0 && errno == EAGAIN, "  a read does not block");
+	ok(fd_nonblock(p[0], false) == 0 && !(fcntl(p[0], F_GETFL) & O_NONBLOCK),
+	   "clear O_NONBLOCK");
+	ok(fcntl(p[0], F_GETFD) & FD_CLOEXEC, "  other flags kept");
+	is_int(fd_nonblock(-1, false), -EBADF, "bad fd");
+	close(p[0]);
+	close(p[1]);
+}
+
+static int put(int dirfd, const char *name, const char *data)
+{
+	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	ssize_t n = write(fd, data, strlen(data));
+	close(fd);
+	return n == (ssize_t)strlen(data) ? 0 : -1;
+}
+
+static void trees(int top)
+{
+	ok(mkdirat(top, "t", 0700) == 0 && mkdirat(top, "t/a", 0700) == 0 &&
+	       mkdirat(top, "t/a/b", 0700) == 0 && put(top, "t/a/b/f", "x") == 0 &&
+	       put(top, "t/g", "y") == 0 && symlinkat("/", top, "t/a/to-root") == 0 &&
+	       mkdirat(top, "keep", 0700) == 0 && put(top, "keep/k", "k") == 0 &&
+	       symlinkat("../keep", top, "t/to-keep") == 0,
+	   "a tree with files, directories and symlinks");
+	is_int(dir_is_empty_at(top, "t"), 0, "dir_is_empty_at: not empty");
+	ok(mkdirat(top, "e", 0700) == 0, "an empty directory");
+	is_int(dir_is_empty_at(top, "e"), 1, "dir_is_empty_at: empty");
+	ok(symlinkat("e", top, "link-e") == 0, "a symlink to it");
+	ok(dir_is_empty_at(top, "link-e") < 0, "dir_is_empty_at does not follow a symlink");
+	is_int(dir_is_empty_at(top, "t/g"), -ENOTDIR, "dir_is_empty_at on a file");
+	is_int(dir_is_empty_at(top, "nope"), -ENOENT, "dir_is_empty_at on nothing");
+
+	is_int(rm_rf_at(top, "t"), 0, "rm_rf_at removes the tree");
+	ok(faccessat(top, "t", F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT, "  it is gone");
+	ok(faccessat(top, "keep/k", F_OK, 0) == 0, "  symlinks were not followed");
+	is_int(rm_rf_at(top, "link-e"), 0, "rm_rf_at on a symlink removes the link");
+	ok(faccessat(top, "e", F_OK, 0) == 0, "  not its target");
+	is_int(rm_rf_at(top, "keep/k"), 0, "rm_rf_at on a file");
+	is_int(rm_rf_at(top, "nope"), -ENOENT, "rm_rf_at on nothing: -ENOENT");
+}
+
+static void copies(int top)
+{
+	/* file to file: copy_file_range */
+	char big[200000];
+	for (size_t i = 0; i < sizeof big; i++)
+		big[i] = (char)('a' + i % 26);
+	int src = openat(top, "src", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	int dst = openat(top, "dst", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	ok(src >= 0 && dst >= 0 && write(src, big, sizeof big) == (ssize_t)sizeof big,
+	   "a 200 kB source");
+	ok(lseek(src, 1000, SEEK_SET) == 1000, "  read from offset 1000");
+	is_int(copy_bytes(src, dst), 0, "copy_bytes file to file");
+	static char back[sizeof big];
+	ok(pread(dst, back, sizeof back, 0) == (ssize_t)(sizeof big - 1000) &&
+	       memcmp(back, big + 1000, sizeof big - 1000) == 0,
+	   "  the rest of the source, byte for byte");
+
+	/* pipe to file: copy_file_range refuses, read and write copy */
+	int p[2];
+	ok(pipe2(p, O_CLOEXEC) == 0 && write(p[1], "through a pipe", 14) == 14, "a pipe");
+	close(p[1]);
+	ok(ftruncate(dst, 0) == 0 && lseek(dst, 0, SEEK_SET) == 0, "  empty destination");
+	is_int(copy_bytes(p[0], dst), 0, "copy_bytes from a pipe (read and write)");
+	memset(back, 0, 32);
+	ok(pread(dst, back, 32, 0) == 14 && memcmp(back, "through a pipe", 14) == 0,
+	   "  the pipe's bytes");
+	close(p[0]);
+	is_int(copy_bytes(src, -1), -EBADF, "copy_bytes to a bad fd");
+	close(src);
+	close(dst);
+}
+
+int main(void)
+{
+	string_table();
+	hex_and_names();
+	nonblock();
+	char tmpl[] = "/tmp/test-basic-XXXXXX";
+	ok(mkdtemp(tmpl) != NULL, "temp dir");
+	int top = open(tmpl, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	trees(top);
+	copies(top);
+	close(top);
+	ok(rm_rf_at(AT_FDCWD, tmpl) == 0, "temp dir removed");
+	return tap_done();
+}
