@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "audit.h"
+#include "basic/fd-util.h"
 #include "basic/json-write.h"
 #include "basic/json.h"
 #include "basic/macro.h"
@@ -594,9 +595,8 @@ static int client_token(struct client *c, bool rw, int argc, char **argv)
 			log_error("Broker said FD but sent none");
 			return CLIENT_EXIT_NOROUTE;
 		}
-		char link[64], target[BROKERED_PATH_MAX + 1];
-		snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-		ssize_t k = readlink(link, target, sizeof target - 1);
+		char target[BROKERED_PATH_MAX + 1];
+		ssize_t k = readlink(FORMAT_PROC_FD_PATH(fd), target, sizeof target - 1);
 		target[k > 0 ? k : 0] = '\0';
 		int fl = fcntl(fd, F_GETFL);
 		const char *acc = (fl & O_ACCMODE) == O_RDONLY	 ? "r"

@@ -10,6 +10,7 @@
 #include "basic/json-write.h"
 #include "basic/json.h"
 #include "basic/macro.h"
+#include "basic/string-table.h"
 #include "basic/parse-util.h"
 #include "basic/path-util.h"
 
@@ -200,29 +201,34 @@ const char *ipc_token_answer_line(enum ipc_token_answer a)
 
 /* ---- JSON ---- */
 
-static const char *const op_names[] = {
-    [IPC_OP_NONE] = "",		[IPC_OP_DELETE] = "delete", [IPC_OP_MKDIR] = "mkdir",
-    [IPC_OP_RENAME] = "rename", [IPC_OP_COPY] = "copy",	    [IPC_OP_CHMOD] = "chmod",
-    [IPC_OP_LINK] = "link",	[IPC_OP_TOUCH] = "touch",
+static const char *const ipc_operation_table[] = {
+    [IPC_OP_DELETE] = "delete", [IPC_OP_MKDIR] = "mkdir", [IPC_OP_RENAME] = "rename",
+    [IPC_OP_COPY] = "copy",	[IPC_OP_CHMOD] = "chmod", [IPC_OP_LINK] = "link",
+    [IPC_OP_TOUCH] = "touch",
 };
+DEFINE_PRIVATE_STRING_TABLE_LOOKUP_TO_STRING(ipc_operation, enum ipc_operation);
 
 const char *ipc_operation_name(enum ipc_operation op)
 {
-	return (size_t)op < ELEMENTSOF(op_names) ? op_names[op] : "";
+	return ipc_operation_to_string(op) ?: "";
 }
 
-static const char *const cmd_names[] = {
-    [IPC_CMD_INVALID] = "",
+static const char *const ipc_command_table[] = {
     [IPC_CMD_HOST_FILE_OPERATION] = "HostFileOperation",
     [IPC_CMD_ENABLE_MODIFY_BACKUP] = "EnableModifyBackup",
     [IPC_CMD_MODIFY_BACKUP] = "ModifyBackup",
     [IPC_CMD_COMMIT_MODIFY_BACKUP] = "CommitModifyBackup",
 };
+DEFINE_PRIVATE_STRING_TABLE_LOOKUP_TO_STRING(ipc_command, enum ipc_command);
 
 const char *ipc_command_name(enum ipc_command c)
 {
-	return (size_t)c < ELEMENTSOF(cmd_names) ? cmd_names[c] : "";
+	return ipc_command_to_string(c) ?: "";
 }
+
+/* The entry named s in a table whose entry 0 has no name: its index, or 0 (none). */
+#define LOOKUP_OR_ZERO(table, s)                                                                   \
+	MAX(string_table_lookup_from_string(table, ELEMENTSOF(table), s), (ssize_t)0)
 
 void ipc_json_req_done(struct ipc_json_req *r)
 {
@@ -331,18 +337,14 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 	else if (!cmd)
 		return fail(ret_reason, "missing command", -EINVAL);
 	else
-		for (size_t i = 1; i < ELEMENTSOF(cmd_names); i++)
-			if (!strcmp(cmd, cmd_names[i]))
-				ret->command = (enum ipc_command)i;
+		ret->command = (enum ipc_command)LOOKUP_OR_ZERO(ipc_command_table, cmd);
 	if (ret->command == IPC_CMD_INVALID)
 		return fail(ret_reason, "unknown command", -EPROTO);
 
 	if (ret->command == IPC_CMD_HOST_FILE_OPERATION) {
 		if (!op)
 			return fail(ret_reason, "missing operation", -EINVAL);
-		for (size_t i = 1; i < ELEMENTSOF(op_names); i++)
-			if (!strcmp(op, op_names[i]))
-				ret->op = (enum ipc_operation)i;
+		ret->op = (enum ipc_operation)LOOKUP_OR_ZERO(ipc_operation_table, op);
 		if (ret->op == IPC_OP_NONE)
 			return fail(ret_reason, "unknown operation", -EPROTO);
 	}

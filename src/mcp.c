@@ -23,6 +23,7 @@
 #include "basic/json-write.h"
 #include "basic/json.h"
 #include "basic/macro.h"
+#include "basic/string-table.h"
 #include "cli.h"
 #include "log.h"
 #include "mcp.h"
@@ -34,7 +35,7 @@
 
 /* ---- parsing (pure: the fuzz target drives it) ---- */
 
-static const char *const tool_names[_MCP_TOOL_MAX] = {
+static const char *const mcp_tool_table[_MCP_TOOL_MAX] = {
     [MCP_TOOL_RUN] = "run",
     [MCP_TOOL_LOG] = "log",
     [MCP_TOOL_SHOW] = "show",
@@ -47,7 +48,7 @@ static const char *const tool_names[_MCP_TOOL_MAX] = {
 
 const char *mcp_tool_name(enum mcp_tool t)
 {
-	return t < _MCP_TOOL_MAX ? tool_names[t] : NULL;
+	return string_table_lookup_to_string(mcp_tool_table, _MCP_TOOL_MAX, t);
 }
 
 /* Newest first; an initialize asking for another version gets the newest. */
@@ -346,15 +347,13 @@ int mcp_parse(const char *buf, size_t n, struct mcp_request *ret, const char **r
 			r = MCP_INVALID_PARAMS;
 			goto fail;
 		}
-		q.tool = _MCP_TOOL_MAX;
-		for (size_t i = 0; i < _MCP_TOOL_MAX; i++)
-			if (strcmp(name, tool_names[i]) == 0)
-				q.tool = (enum mcp_tool)i;
-		if (q.tool == _MCP_TOOL_MAX) {
+		ssize_t tool = string_table_lookup_from_string(mcp_tool_table, _MCP_TOOL_MAX, name);
+		if (tool < 0) {
 			*ret_reason = "unknown tool";
 			r = MCP_INVALID_PARAMS;
 			goto fail;
 		}
+		q.tool = (enum mcp_tool)tool;
 		const char *reason = NULL;
 		if (parse_args(q.tool, json_object_get(params, "arguments"), &q.args, &reason) < 0)
 			q.args_error = reason;

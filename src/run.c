@@ -28,6 +28,7 @@
 
 #include "approval.h"
 #include "audit.h"
+#include "basic/fs-util.h"
 #include "basic/json-write.h"
 #include "basic/kernel-compat.h"
 #include "basic/macro.h"
@@ -48,33 +49,6 @@
 #include "supervisor.h"
 
 /* ---- scratch dir ---- */
-
-static int remove_tree_at(int dirfd, const char *name, int depth)
-{
-	if (depth > 256)
-		return -ELOOP;
-	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOTDIR || errno == ELOOP
-			   ? (unlinkat(dirfd, name, 0) < 0 ? negative_errno() : 0)
-			   : negative_errno();
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return negative_errno();
-	}
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (de->d_type == DT_DIR || de->d_type == DT_UNKNOWN)
-			(void)remove_tree_at(fd, de->d_name, depth + 1);
-		else
-			(void)unlinkat(fd, de->d_name, 0);
-	}
-	closedir(d);
-	return unlinkat(dirfd, name, AT_REMOVEDIR) < 0 ? negative_errno() : 0;
-}
 
 /*
  * The scratch dir, in the first of $TMPDIR, /tmp, /var/tmp, $XDG_RUNTIME_DIR where one can be
@@ -445,7 +419,7 @@ static void ctx_done(struct run_ctx *c)
 	free(c->prog.filter);
 	safe_close(c->ll.ruleset_fd);
 	if (c->scratch)
-		(void)remove_tree_at(AT_FDCWD, c->scratch, 0);
+		(void)rm_rf_at(AT_FDCWD, c->scratch);
 	for (size_t i = 0; i < c->n_read_denied; i++)
 		free(c->read_denied[i]);
 	free(c->read_denied);
@@ -1363,7 +1337,7 @@ int run_command(const struct run_options *o)
 		}
 		attempt_done(&a);
 		/* A fresh scratch dir for the rerun. */
-		(void)remove_tree_at(AT_FDCWD, c.scratch, 0);
+		(void)rm_rf_at(AT_FDCWD, c.scratch);
 		if (mkdir(c.scratch, 0700) < 0) {
 			log_error_errno(errno, "Failed to recreate the scratch directory: %m");
 			goto out;

@@ -60,7 +60,11 @@ static int rm_rf_children(int fd, int depth)
 	for (struct dirent *de; (de = readdir(d));) {
 		if (dot_or_dot_dot(de->d_name))
 			continue;
-		int k = rm_rf_depth(dirfd(d), de->d_name, depth + 1);
+		/* what readdir says is no directory is unlinked without a look */
+		int k = de->d_type == DT_DIR || de->d_type == DT_UNKNOWN
+			    ? rm_rf_depth(dirfd(d), de->d_name, depth + 1)
+			: unlinkat(dirfd(d), de->d_name, 0) < 0 ? negative_errno()
+								: 0;
 		if (k < 0 && r >= 0)
 			r = k;
 	}
