@@ -289,28 +289,10 @@ static int get_target(const struct json_value *o, const char *key, char **ret)
 	return (*ret)[0] ? 1 : -EINVAL;
 }
 
-int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const char **ret_reason)
+/* The id first, so that even a refused request is answered with it. */
+static int json_req_id(const struct json_value *v, struct ipc_json_req *ret,
+		       const char **ret_reason)
 {
-	*ret = (struct ipc_json_req){0};
-	if (n > IPC_LINE_MAX)
-		return fail(ret_reason, "line too long", -E2BIG);
-	struct json_limits lim = {
-	    .max_depth = IPC_JSON_DEPTH,
-	    .max_size = IPC_LINE_MAX,
-	    .flags = JSON_ALLOW_RAW_BYTES,
-	};
-	_cleanup_json_ struct json_value *v = NULL;
-	struct json_error jerr = {0};
-	int r = json_parse(line, n, &lim, &v, &jerr);
-	if (r == -ELOOP)
-		return fail(ret_reason, "JSON nested too deeply", r);
-	if (r < 0)
-		return fail(ret_reason, jerr.reason ? jerr.reason : "malformed JSON",
-			    r == -ENOMEM ? r : -EINVAL);
-	if (json_type(v) != JSON_OBJECT)
-		return fail(ret_reason, "request is not a JSON object", -EINVAL);
-
-	/* The id first, so that even a refused request is answered with it. */
 	const struct json_value *idv = json_object_get(v, "id");
 	if (idv && json_type(idv) == JSON_STRING) {
 		size_t len;
@@ -328,8 +310,14 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 	}
 	if (idv && !json_is_null(idv) && !ret->id)
 		return fail(ret_reason, "bad id", -EINVAL);
+	return 0;
+}
 
-	_cleanup_free_ char *cmd = NULL, *op = NULL, *dm = NULL;
+/* The command, and the operation of a HostFileOperation. */
+static int json_req_command(const struct json_value *v, struct ipc_json_req *ret,
+			    const char **ret_reason)
+{
+	_cleanup_free_ char *cmd = NULL, *op = NULL;
 	if (get_str(v, "command", 64, &cmd) < 0 || get_str(v, "operation", 64, &op) < 0)
 		return fail(ret_reason, "command and operation must be short strings", -EINVAL);
 	if (!cmd && op)
@@ -348,7 +336,14 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 		if (ret->op == IPC_OP_NONE)
 			return fail(ret_reason, "unknown operation", -EPROTO);
 	}
+	return 0;
+}
 
+/* The session, tool call and trace ids. */
+static int json_req_ids(const struct json_value *v, struct ipc_json_req *ret,
+			const char **ret_reason)
+{
+	int r;
 	if ((r = get_str(v, "sessionId", IPC_ID_MAX, &ret->session)) < 0 ||
 	    (r = get_str(v, "toolCallId", IPC_ID_MAX, &ret->tool_call)) < 0 ||
 	    (r = get_str(v, "brokerTraceId", IPC_ID_MAX, &ret->trace)) < 0)
@@ -360,7 +355,14 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 		return fail(ret_reason, "control bytes in an id", -EINVAL);
 	if (!ret->session || !*ret->session)
 		return fail(ret_reason, "missing sessionId", -EINVAL);
+	return 0;
+}
 
+/* The message and the boolean options. */
+static int json_req_options(const struct json_value *v, struct ipc_json_req *ret,
+			    const char **ret_reason)
+{
+	int r;
 	/* "commitMsg" is the reference's name for CommitModifyBackup's message. */
 	if ((r = get_str(v, "message", IPC_MESSAGE_MAX, &ret->message)) < 0 ||
 	    (!ret->message && (r = get_str(v, "commitMsg", IPC_MESSAGE_MAX, &ret->message)) < 0))
@@ -369,7 +371,14 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 	if (get_bool(v, "recursive", &ret->recursive) < 0 ||
 	    get_bool(v, "force", &ret->force) < 0 || get_bool(v, "symbolic", &ret->symbolic) < 0)
 		return fail(ret_reason, "recursive, force and symbolic must be booleans", -EINVAL);
+	return 0;
+}
 
+/* The operands: from and to, or one path. */
+static int json_req_paths(const struct json_value *v, struct ipc_json_req *ret,
+			  const char **ret_reason)
+{
+	int r;
 	bool two = ret->op == IPC_OP_RENAME || ret->op == IPC_OP_COPY || ret->op == IPC_OP_LINK;
 	if (two) {
 		/* A symbolic link's content is any non-empty string ("../x" included). */
@@ -394,7 +403,15 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 		if (!ret->path)
 			return fail(ret_reason, "path is required", -EINVAL);
 	}
+	return 0;
+}
 
+/* How to delete, and where to write the safe-delete report. */
+static int json_req_delete(const struct json_value *v, struct ipc_json_req *ret,
+			   const char **ret_reason)
+{
+	_cleanup_free_ char *dm = NULL;
+	int r;
 	if (get_str(v, "deleteMode", 16, &dm) < 0)
 		return fail(ret_reason, "deleteMode must be \"trash\" or \"unlink\"", -EINVAL);
 	if (dm) {
@@ -408,7 +425,13 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 	}
 	if ((r = get_path(v, "safeDeleteReportPath", &ret->report_path)) < 0)
 		return fail(ret_reason, "safeDeleteReportPath must be an absolute path", r);
+	return 0;
+}
 
+/* The mode, octal in a string or a number. */
+static int json_req_mode(const struct json_value *v, struct ipc_json_req *ret,
+			 const char **ret_reason)
+{
 	const struct json_value *mv = json_object_get(v, "mode");
 	if (mv && !json_is_null(mv)) {
 		int64_t m;
@@ -428,7 +451,13 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 	}
 	if (ret->op == IPC_OP_CHMOD && !ret->has_mode)
 		return fail(ret_reason, "chmod needs a mode", -EINVAL);
+	return 0;
+}
 
+/* The backup size limit of EnableModifyBackup. */
+static int json_req_max_size(const struct json_value *v, struct ipc_json_req *ret,
+			     const char **ret_reason)
+{
 	const struct json_value *sz = json_object_get(v, "maxSizeMB");
 	if (!sz) /* the reference's EnableModifyBackup field */
 		sz = json_object_get(v, "fileBackupMaxSizeMB");
@@ -437,6 +466,37 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 			return fail(ret_reason, "maxSizeMB must be an integer", -EINVAL);
 		ret->has_max_size_mb = true;
 	}
+	return 0;
+}
+
+int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const char **ret_reason)
+{
+	*ret = (struct ipc_json_req){0};
+	if (n > IPC_LINE_MAX)
+		return fail(ret_reason, "line too long", -E2BIG);
+	struct json_limits lim = {
+	    .max_depth = IPC_JSON_DEPTH,
+	    .max_size = IPC_LINE_MAX,
+	    .flags = JSON_ALLOW_RAW_BYTES,
+	};
+	_cleanup_json_ struct json_value *v = NULL;
+	struct json_error jerr = {0};
+	int r = json_parse(line, n, &lim, &v, &jerr);
+	if (r == -ELOOP)
+		return fail(ret_reason, "JSON nested too deeply", r);
+	if (r < 0)
+		return fail(ret_reason, jerr.reason ? jerr.reason : "malformed JSON",
+			    r == -ENOMEM ? r : -EINVAL);
+	if (json_type(v) != JSON_OBJECT)
+		return fail(ret_reason, "request is not a JSON object", -EINVAL);
+	static int (*const steps[])(const struct json_value *, struct ipc_json_req *,
+				    const char **) = {
+	    json_req_id,    json_req_command, json_req_ids,  json_req_options,
+	    json_req_paths, json_req_delete,  json_req_mode, json_req_max_size,
+	};
+	for (size_t i = 0; i < ELEMENTSOF(steps); i++)
+		if ((r = steps[i](v, ret, ret_reason)) < 0)
+			return r;
 	return 0;
 }
 
