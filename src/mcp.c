@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "basic/fs-util.h"
 #include "basic/json-write.h"
 #include "basic/json.h"
 #include "basic/macro.h"
@@ -969,20 +970,6 @@ static int call_tool(const struct mcp_server *m, const struct mcp_request *q, st
 
 /* ---- the server loop ---- */
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t k = write(fd, p, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return k < 0 ? negative_errno() : -EIO;
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 /* Answer one message; returns < 0 only when stdout is gone. */
 static int handle_line(const struct mcp_server *m, const char *line, size_t n)
 {
@@ -1021,7 +1008,7 @@ static int handle_line(const struct mcp_server *m, const char *line, size_t n)
 	}
 	if (out.oom)
 		return 0;
-	return out.len ? write_all(STDOUT_FILENO, out.buf, out.len) : 0;
+	return out.len ? loop_write(STDOUT_FILENO, out.buf, out.len) : 0;
 }
 
 static const char mcp_usage[] =
@@ -1114,7 +1101,7 @@ int cli_mcp(int argc, char **argv)
 				_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
 				mcp_format_error(&out, NULL, MCP_INVALID_REQUEST,
 						 "message too large");
-				if (!out.oom && write_all(STDOUT_FILENO, out.buf, out.len) < 0)
+				if (!out.oom && loop_write(STDOUT_FILENO, out.buf, out.len) < 0)
 					break;
 			}
 			skipping = true;

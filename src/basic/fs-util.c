@@ -95,8 +95,9 @@ int dir_is_empty_at(int dirfd, const char *name)
 	return empty;
 }
 
-static int write_all(int fd, const char *buf, size_t n)
+int loop_write(int fd, const void *data, size_t n)
 {
+	const char *buf = data;
 	while (n) {
 		ssize_t w = write(fd, buf, n);
 		if (w < 0 && errno == EINTR)
@@ -134,7 +135,7 @@ int copy_bytes(int src, int dst)
 			continue;
 		if (k <= 0)
 			return k < 0 ? negative_errno() : 0;
-		int r = write_all(dst, buf, (size_t)k);
+		int r = loop_write(dst, buf, (size_t)k);
 		if (r < 0)
 			return r;
 	}

@@ -2,6 +2,7 @@
 /* File-system helpers (systemd's fs-util.h in spirit). */
 #pragma once
 
+#include <stddef.h>
 #include <sys/stat.h>
 
 /*
@@ -20,6 +21,10 @@ int rm_rf_at(int dirfd, const char *name);
 
 /* Is the directory name below dirfd (not followed if a symlink) empty? 1, 0, or -errno. */
 int dir_is_empty_at(int dirfd, const char *name);
+
+/* Write all n bytes (a short write goes on, EINTR is retried). 0, or -errno (-EIO if nothing could
+ * be written). */
+int loop_write(int fd, const void *data, size_t n);
 
 /*
  * Copy the rest of src to dst, from their current offsets: copy_file_range, or read and write
