@@ -35,6 +35,7 @@
 #include "basic/macro.h"
 #include "basic/parse-util.h"
 #include "basic/path-util.h"
+#include "basic/socket-util.h"
 #include "basic/strbuf.h"
 #include "broker.h"
 #include "cli.h"
@@ -429,19 +430,11 @@ static int client_exchange(struct client *c, const char *line, size_t n, char **
 			r = k < 0 ? negative_errno() : -ECONNRESET;
 			break;
 		}
-		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-			if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-				continue;
-			size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-			for (size_t i = 0; i < nfd; i++) {
-				int fd;
-				memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
-				if (*ret_fd < 0)
-					*ret_fd = fd;
-				else
-					close(fd);
-			}
-		}
+		int fd = cmsg_take_first_fd(&mh);
+		if (*ret_fd < 0)
+			*ret_fd = fd;
+		else
+			safe_close(fd);
 		strbuf_append(&in, buf, (size_t)k);
 		char *nl = in.buf ? memchr(in.buf, '\n', in.len) : NULL;
 		if (nl) {

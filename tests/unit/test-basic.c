@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include "basic/hexdecoct.h"
 #include "basic/macro.h"
 #include "basic/path-util.h"
+#include "basic/socket-util.h"
 #include "basic/string-table.h"
 #include "tap.h"
 
@@ -144,6 +146,74 @@ static void copies(int top)
 	close(dst);
 }
 
+/* Receive one message on sock into buf; the fd cmsg_take_first_fd() kept. */
+static int recv_one(int sock, char *buf, size_t n, ssize_t *ret_len)
+{
+	struct iovec iov = {buf, n};
+	union {
+		char b[CMSG_SPACE(sizeof(int) * 4)];
+		struct cmsghdr align;
+	} u;
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof u.b};
+	*ret_len = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	return cmsg_take_first_fd(&mh);
+}
+
+static void fd_passing(int top)
+{
+	int sp[2];
+	ok(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == 0, "socket pair");
+	int f = openat(top, "passed", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	ok(f >= 0 && write(f, "passed", 6) == 6, "a file to pass");
+	is_int(send_with_fd(sp[0], "FD\n", 3, f, MSG_NOSIGNAL), 3, "send_with_fd: the bytes sent");
+	char buf[16];
+	ssize_t n;
+	int got = recv_one(sp[1], buf, sizeof buf, &n);
+	ok(n == 3 && memcmp(buf, "FD\n", 3) == 0, "  the line arrives");
+	struct stat a, b;
+	ok(got >= 0 && fstat(got, &a) == 0 && fstat(f, &b) == 0 && a.st_ino == b.st_ino &&
+	       a.st_dev == b.st_dev,
+	   "  with the fd: the same file");
+	if (got >= 0)
+		close(got);
+	is_int(send_with_fd(sp[0], "x", 1, -1, MSG_NOSIGNAL), 1, "send_with_fd without an fd");
+	got = recv_one(sp[1], buf, sizeof buf, &n);
+	ok(n == 1 && got == -1, "  no fd taken");
+
+	/* two fds in one message: the first is kept, the second closed */
+	int p[2];
+	ok(pipe2(p, O_CLOEXEC) == 0 && fd_nonblock(p[0], true) == 0, "a pipe");
+	int two[2] = {f, p[1]};
+	union {
+		char b[CMSG_SPACE(sizeof two)];
+		struct cmsghdr align;
+	} u;
+	memset(&u, 0, sizeof u);
+	char y[] = "y";
+	struct iovec iov = {y, 1};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof u.b};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof two);
+	memcpy(CMSG_DATA(cm), two, sizeof two);
+	ok(sendmsg(sp[0], &mh, MSG_NOSIGNAL) == 1, "a message with two fds");
+	close(p[1]);
+	got = recv_one(sp[1], buf, sizeof buf, &n);
+	ok(got >= 0 && fstat(got, &a) == 0 && a.st_ino == b.st_ino, "  the first is kept");
+	/* the pipe's only other write end was the one passed: closed, so the reader sees EOF */
+	ok(read(p[0], buf, 1) == 0, "  the second was closed");
+	if (got >= 0)
+		close(got);
+	is_int(send_with_fd(-1, "x", 1, -1, 0), -EBADF, "send_with_fd on a bad socket");
+	close(p[0]);
+	close(f);
+	close(sp[0]);
+	close(sp[1]);
+}
+
 int main(void)
 {
 	string_table();
@@ -154,6 +224,7 @@ int main(void)
 	int top = open(tmpl, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	trees(top);
 	copies(top);
+	fd_passing(top);
 	close(top);
 	ok(rm_rf_at(AT_FDCWD, tmpl) == 0, "temp dir removed");
 	return tap_done();
