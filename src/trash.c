@@ -458,11 +458,9 @@ static int list_one(const char *dir, const char *top, struct trash_entry **v, si
 	strbuf_free(&sb);
 	if (ifd < 0)
 		return 0;
-	DIR *d = fdopendir(ifd);
-	if (!d) {
-		close(ifd);
+	DIR *d = xfdopendir(ifd);
+	if (!d)
 		return 0;
-	}
 	struct dirent *de;
 	int r = 0;
 	while (r >= 0 && (de = readdir(d))) {

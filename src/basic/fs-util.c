@@ -48,14 +48,25 @@ static int rm_rf_depth(int dirfd, const char *name, int depth)
 	return r;
 }
 
-static int rm_rf_children(int fd, int depth)
+DIR *xfdopendir(int fd)
 {
 	DIR *d = fdopendir(fd);
-	if (!d) {
-		int r = negative_errno();
-		close(fd);
-		return r;
-	}
+	if (!d)
+		safe_close(fd); /* keeps errno */
+	return d;
+}
+
+DIR *opendir_at(int dirfd, const char *name)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return fd < 0 ? NULL : xfdopendir(fd);
+}
+
+static int rm_rf_children(int fd, int depth)
+{
+	DIR *d = xfdopendir(fd);
+	if (!d)
+		return negative_errno();
 	int r = 0;
 	for (struct dirent *de; (de = readdir(d));) {
 		if (dot_or_dot_dot(de->d_name))
@@ -79,15 +90,9 @@ int rm_rf_at(int dirfd, const char *name)
 
 int dir_is_empty_at(int dirfd, const char *name)
 {
-	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
+	DIR *d = opendir_at(dirfd, name);
+	if (!d)
 		return negative_errno();
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		int r = negative_errno();
-		close(fd);
-		return r;
-	}
 	int empty = 1;
 	for (struct dirent *de; empty && (de = readdir(d));)
 		empty = dot_or_dot_dot(de->d_name);

@@ -2,6 +2,7 @@
 /* File-system helpers (systemd's fs-util.h in spirit). */
 #pragma once
 
+#include <dirent.h>
 #include <stddef.h>
 #include <sys/stat.h>
 
@@ -11,6 +12,11 @@
  * or -EINVAL when it is no regular file. ret_st, if not NULL, gets its fstat.
  */
 int open_regular(const char *path, struct stat *ret_st);
+
+/* fdopendir() that takes fd: on failure fd is closed and errno says why. */
+DIR *xfdopendir(int fd);
+/* The directory name below dirfd (not followed if a symlink), for readdir(); NULL with errno. */
+DIR *opendir_at(int dirfd, const char *name);
 
 /*
  * Remove name below dirfd and, if it is a directory, everything in it (symlinks are removed, never

@@ -103,6 +103,14 @@ static void trees(int top)
 	ok(symlinkat("e", top, "link-e") == 0, "a symlink to it");
 	ok(dir_is_empty_at(top, "link-e") < 0, "dir_is_empty_at does not follow a symlink");
 	is_int(dir_is_empty_at(top, "t/g"), -ENOTDIR, "dir_is_empty_at on a file");
+	DIR *d = opendir_at(top, "link-e");
+	ok(!d && (errno == ENOTDIR || errno == ELOOP), "opendir_at does not follow a symlink");
+	d = opendir_at(top, "e");
+	ok(d != NULL, "opendir_at on a directory");
+	if (d)
+		closedir(d);
+	errno = 0;
+	ok(xfdopendir(-1) == NULL && errno == EBADF, "xfdopendir(-1): NULL, errno kept");
 	is_int(dir_is_empty_at(top, "nope"), -ENOENT, "dir_is_empty_at on nothing");
 
 	is_int(rm_rf_at(top, "t"), 0, "rm_rf_at removes the tree");
