@@ -448,9 +448,12 @@ static int setup_settings(struct run_ctx *c)
 {
 	const struct run_options *o = c->o;
 	c->workspace = realpath(o->workspace ? o->workspace : ".", NULL);
-	if (!c->workspace)
-		return log_error_errno(errno, "Failed to open the workspace \"%s\": %m",
-				       o->workspace ? o->workspace : ".");
+	if (!c->workspace) {
+		int r = negative_errno();
+		log_error_errno(r, "Failed to open the workspace \"%s\": %m",
+				o->workspace ? o->workspace : ".");
+		return r; /* < 0 for the analyzer, which does not see into log_internal() */
+	}
 	struct stat wst;
 	if (stat(c->workspace, &wst) < 0 || !S_ISDIR(wst.st_mode)) {
 		log_error("The workspace \"%s\" is not a directory", c->workspace);
