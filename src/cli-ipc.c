@@ -29,11 +29,13 @@
 #include <unistd.h>
 
 #include "audit.h"
+#include "basic/fd-util.h"
 #include "basic/json-write.h"
 #include "basic/json.h"
 #include "basic/macro.h"
 #include "basic/parse-util.h"
 #include "basic/path-util.h"
+#include "basic/socket-util.h"
 #include "basic/strbuf.h"
 #include "broker.h"
 #include "cli.h"
@@ -132,7 +134,15 @@ static int parse_uint(const char *s, unsigned max, unsigned *ret)
 	return 0;
 }
 
-int cli_serve(int argc, char **argv)
+struct serve_args {
+	struct session_options so;
+	struct ipc_config ic;
+	const char *message;
+	enum broker_delete_mode delete_mode;
+};
+
+/* 1: go on; 0: --help was shown; -EINVAL: a bad option or argument (logged). */
+static int serve_parse_args(int argc, char **argv, struct serve_args *a)
 {
 	static const struct option opts[] = {
 	    {"session", required_argument, NULL, OPT_SESSION},
@@ -147,58 +157,46 @@ int cli_serve(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	struct session_options so = {.tool_call = "serve"};
-	struct ipc_config ic = {0};
-	const char *socket_path = NULL, *message = "brokered serve";
-	enum broker_delete_mode dm = BROKER_DELETE_UNLINK;
 	unsigned idle = 0;
 	optind = 0;
 	opterr = 0;
 	for (int c; (c = getopt_long(argc, argv, "+m:h", opts, NULL)) >= 0;) {
 		switch (c) {
 		case OPT_SESSION:
-			so.session = optarg;
+			a->so.session = optarg;
 			break;
 		case OPT_WORKSPACE:
-			so.workspace = optarg;
+			a->so.workspace = optarg;
 			break;
 		case OPT_SOCKET:
-			socket_path = optarg;
+			a->ic.socket_path = optarg;
 			break;
 		case OPT_SETTINGS:
-			so.settings = optarg;
+			a->so.settings = optarg;
 			break;
 		case OPT_DELETE_MODE:
 			if (!strcmp(optarg, "trash"))
-				dm = BROKER_DELETE_TRASH;
+				a->delete_mode = BROKER_DELETE_TRASH;
 			else if (!strcmp(optarg, "unlink"))
-				dm = BROKER_DELETE_UNLINK;
-			else {
-				log_error("--delete-mode must be trash or unlink");
-				return 2;
-			}
+				a->delete_mode = BROKER_DELETE_UNLINK;
+			else
+				return log_error("--delete-mode must be trash or unlink"), -EINVAL;
 			break;
 		case OPT_MAX_CLIENTS:
-			if (parse_uint(optarg, 65536, &ic.max_clients) < 0) {
-				log_error("Invalid --max-clients \"%s\"", optarg);
-				return 2;
-			}
+			if (parse_uint(optarg, 65536, &a->ic.max_clients) < 0)
+				return log_error("Invalid --max-clients \"%s\"", optarg), -EINVAL;
 			break;
 		case OPT_RATE:
-			if (parse_uint(optarg, 1000000, &ic.rate) < 0) {
-				log_error("Invalid --rate \"%s\"", optarg);
-				return 2;
-			}
+			if (parse_uint(optarg, 1000000, &a->ic.rate) < 0)
+				return log_error("Invalid --rate \"%s\"", optarg), -EINVAL;
 			break;
 		case OPT_IDLE:
-			if (parse_uint(optarg, 86400, &idle) < 0) {
-				log_error("Invalid --idle-timeout \"%s\"", optarg);
-				return 2;
-			}
-			ic.idle_timeout_ms = idle * 1000;
+			if (parse_uint(optarg, 86400, &idle) < 0)
+				return log_error("Invalid --idle-timeout \"%s\"", optarg), -EINVAL;
+			a->ic.idle_timeout_ms = idle * 1000;
 			break;
 		case 'm':
-			message = optarg;
+			a->message = optarg;
 			break;
 		case 'h':
 			puts("Usage: brokered serve [--session ID] [--workspace DIR] [--socket "
@@ -210,15 +208,75 @@ int cli_serve(int argc, char **argv)
 		default:
 			log_error("serve: unknown option or missing argument: %s",
 				  argv[optind - 1]);
-			return 2;
+			return -EINVAL;
 		}
 	}
 	if (optind < argc) {
 		log_error("serve: unexpected argument \"%s\"", argv[optind]);
-		return 2;
+		return -EINVAL;
 	}
+	return 1;
+}
 
-	int ret = 1, r;
+/* Listen on the session's socket; -errno once logged. */
+static int serve_listen(struct ipc_config *ic, struct session *s, struct serve *sv,
+			struct ipc_server **ret)
+{
+	ic->session_id = s->id;
+	ic->audit = s->audit;
+	ic->ops = (struct ipc_session_ops){serve_enable, serve_commit, sv};
+	int r = ipc_server_new(ic, s->broker, ret);
+	if (r == -EADDRINUSE)
+		log_error("A broker already serves session %s", s->id);
+	else if (r == -EPERM)
+		log_error("Failed to listen on the broker socket: its directory must be yours "
+			  "and closed to others (mode 0700)");
+	else if (r < 0)
+		log_error_errno(r, "Failed to listen on the broker socket: %m");
+	return r;
+}
+
+/* Serve clients until SIGINT, SIGTERM or SIGHUP arrives on sfd. */
+static int serve_loop(struct ipc_server *srv, struct session *s, int sfd)
+{
+	size_t max = 1 + 65536 + 2;
+	_cleanup_free_ struct pollfd *fds = calloc(max, sizeof *fds);
+	if (!fds)
+		return -ENOMEM;
+	for (bool stop = false; !stop;) {
+		fds[0] = (struct pollfd){.fd = sfd, .events = POLLIN};
+		size_t n = ipc_server_pollfds(srv, fds + 1, max - 1);
+		int t = ipc_server_timeout_ms(srv);
+		if (t < 0 || t > 1000)
+			t = 1000;
+		int k = poll(fds, n + 1, t);
+		if (k < 0 && errno != EINTR)
+			return log_error_errno(errno, "Failed to wait for clients: %m"), 0;
+		if (k < 0)
+			k = 0;
+		if (k > 0 && (fds[0].revents & POLLIN)) {
+			struct signalfd_siginfo si;
+			while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si)
+				stop = true;
+		}
+		ipc_server_handle(srv, fds + 1, k > 0 ? n : 0);
+		(void)audit_flush(s->audit);
+	}
+	return 0;
+}
+
+int cli_serve(int argc, char **argv)
+{
+	struct serve_args a = {
+	    .so = {.tool_call = "serve"},
+	    .message = "brokered serve",
+	    .delete_mode = BROKER_DELETE_UNLINK,
+	};
+	int r = serve_parse_args(argc, argv, &a);
+	if (r <= 0)
+		return r < 0 ? 2 : 0;
+
+	int ret = 1;
 	struct session *s = NULL;
 	struct ipc_server *srv = NULL;
 	int sfd = -1;
@@ -233,33 +291,20 @@ int cli_serve(int argc, char **argv)
 		return 1;
 	}
 	_cleanup_free_ char *scratch_real = realpath(scratch, NULL);
-	so.scratch = scratch_real;
+	a.so.scratch = scratch_real;
 	_cleanup_free_ char *err = NULL;
-	if (!scratch_real || session_open(&so, &s, &err) < 0) {
+	if (!scratch_real || session_open(&a.so, &s, &err) < 0) {
 		log_error("%s", err ? err : "Failed to open the session");
 		goto out;
 	}
-	broker_set_delete_mode(s->broker, dm);
-	if ((r = session_ensure_turn(s, message)) < 0) {
+	broker_set_delete_mode(s->broker, a.delete_mode);
+	if ((r = session_ensure_turn(s, a.message)) < 0) {
 		log_error_errno(r, "Failed to open a backup turn: %m");
 		goto out;
 	}
-	struct serve sv = {.s = s, .message = message};
-	ic.socket_path = socket_path;
-	ic.session_id = s->id;
-	ic.audit = s->audit;
-	ic.ops = (struct ipc_session_ops){serve_enable, serve_commit, &sv};
-	if ((r = ipc_server_new(&ic, s->broker, &srv)) < 0) {
-		if (r == -EADDRINUSE)
-			log_error("A broker already serves session %s", s->id);
-		else if (r == -EPERM)
-			log_error(
-			    "Failed to listen on the broker socket: its directory must be yours "
-			    "and closed to others (mode 0700)");
-		else
-			log_error_errno(r, "Failed to listen on the broker socket: %m");
+	struct serve sv = {.s = s, .message = a.message};
+	if (serve_listen(&a.ic, s, &sv, &srv) < 0)
 		goto out;
-	}
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
@@ -274,34 +319,8 @@ int cli_serve(int argc, char **argv)
 	log_info("Serving session %s on %s", s->id, ipc_server_path(srv));
 	printf("%s\n", ipc_server_path(srv));
 	fflush(stdout);
-
-	size_t max = 1 + 65536 + 2;
-	struct pollfd *fds = calloc(max, sizeof *fds);
-	if (!fds)
-		goto out;
-	for (bool stop = false; !stop;) {
-		fds[0] = (struct pollfd){.fd = sfd, .events = POLLIN};
-		size_t n = ipc_server_pollfds(srv, fds + 1, max - 1);
-		int t = ipc_server_timeout_ms(srv);
-		if (t < 0 || t > 1000)
-			t = 1000;
-		int k = poll(fds, n + 1, t);
-		if (k < 0 && errno != EINTR) {
-			log_error_errno(errno, "Failed to wait for clients: %m");
-			break;
-		}
-		if (k < 0)
-			k = 0;
-		if (k > 0 && (fds[0].revents & POLLIN)) {
-			struct signalfd_siginfo si;
-			while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si)
-				stop = true;
-		}
-		ipc_server_handle(srv, fds + 1, k > 0 ? n : 0);
-		(void)audit_flush(s->audit);
-	}
-	free(fds);
-	ret = 0;
+	if (serve_loop(srv, s, sfd) >= 0)
+		ret = 0;
 out:
 	ipc_server_free(srv);
 	session_close(s);
@@ -411,19 +430,11 @@ static int client_exchange(struct client *c, const char *line, size_t n, char **
 			r = k < 0 ? negative_errno() : -ECONNRESET;
 			break;
 		}
-		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-			if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-				continue;
-			size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-			for (size_t i = 0; i < nfd; i++) {
-				int fd;
-				memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
-				if (*ret_fd < 0)
-					*ret_fd = fd;
-				else
-					close(fd);
-			}
-		}
+		int fd = cmsg_take_first_fd(&mh);
+		if (*ret_fd < 0)
+			*ret_fd = fd;
+		else
+			safe_close(fd);
 		strbuf_append(&in, buf, (size_t)k);
 		char *nl = in.buf ? memchr(in.buf, '\n', in.len) : NULL;
 		if (nl) {
@@ -594,9 +605,8 @@ static int client_token(struct client *c, bool rw, int argc, char **argv)
 			log_error("Broker said FD but sent none");
 			return CLIENT_EXIT_NOROUTE;
 		}
-		char link[64], target[BROKERED_PATH_MAX + 1];
-		snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-		ssize_t k = readlink(link, target, sizeof target - 1);
+		char target[BROKERED_PATH_MAX + 1];
+		ssize_t k = readlink(FORMAT_PROC_FD_PATH(fd), target, sizeof target - 1);
 		target[k > 0 ? k : 0] = '\0';
 		int fl = fcntl(fd, F_GETFL);
 		const char *acc = (fl & O_ACCMODE) == O_RDONLY	 ? "r"
@@ -648,7 +658,8 @@ static int client_usage(void)
 	return CLIENT_EXIT_DENIED;
 }
 
-int cli_client(int argc, char **argv)
+/* The client's own options. 1: go on; 0: --help was shown; -EINVAL: a bad option (logged). */
+static int client_parse_args(int argc, char **argv, struct client *c)
 {
 	static const struct option opts[] = {
 	    {"socket", required_argument, NULL, OPT_SOCKET},
@@ -659,30 +670,29 @@ int cli_client(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	struct client c = {.timeout_ms = 10000, .fd = -1};
 	optind = 0;
 	opterr = 0;
 	for (int o; (o = getopt_long(argc, argv, "+h", opts, NULL)) >= 0;) {
 		unsigned sec;
 		switch (o) {
 		case OPT_SOCKET:
-			c.socket = optarg;
+			c->socket = optarg;
 			break;
 		case OPT_SESSION:
-			c.session = optarg;
+			c->session = optarg;
 			break;
 		case OPT_TOOL_CALL:
-			c.tool_call = optarg;
+			c->tool_call = optarg;
 			break;
 		case OPT_TRACE:
-			c.trace = optarg;
+			c->trace = optarg;
 			break;
 		case OPT_TIMEOUT:
 			if (parse_uint(optarg, 3600, &sec) < 0) {
 				log_error("Invalid --timeout \"%s\"", optarg);
-				return CLIENT_EXIT_DENIED;
+				return -EINVAL;
 			}
-			c.timeout_ms = sec * 1000;
+			c->timeout_ms = sec * 1000;
 			break;
 		case 'h':
 			client_usage();
@@ -690,49 +700,48 @@ int cli_client(int argc, char **argv)
 		default:
 			log_error("client: unknown option or missing argument: %s",
 				  argv[optind - 1]);
-			return CLIENT_EXIT_DENIED;
+			return -EINVAL;
 		}
 	}
-	if (optind >= argc)
-		return client_usage();
-	_cleanup_free_ char *sid = NULL, *sock = NULL;
-	if (!c.session)
-		c.session = getenv("BROKERED_SESSION_ID");
-	if (!c.session || !*c.session) {
-		if (cli_default_session_id(NULL, &sid) < 0) {
+	return 1;
+}
+
+/* The session and the socket, from the options, the environment or the defaults: 0, or the exit
+ * status. ret_sid and ret_sock keep what was made up. */
+static int client_endpoint(struct client *c, char **ret_sid, char **ret_sock)
+{
+	if (!c->session)
+		c->session = getenv("BROKERED_SESSION_ID");
+	if (!c->session || !*c->session) {
+		if (cli_default_session_id(NULL, ret_sid) < 0) {
 			log_error("No session: pass --session or set BROKERED_SESSION_ID");
 			return CLIENT_EXIT_DENIED;
 		}
-		c.session = sid;
+		c->session = *ret_sid;
 	}
-	if (!c.tool_call)
-		c.tool_call = getenv("BROKERED_TOOL_CALL_ID");
-	if (!c.socket)
-		c.socket = getenv("BROKERED_IPC_ADDRESS");
-	if (!c.socket || !*c.socket) {
-		if (ipc_default_socket_path(c.session, &sock) < 0) {
+	if (!c->tool_call)
+		c->tool_call = getenv("BROKERED_TOOL_CALL_ID");
+	if (!c->socket)
+		c->socket = getenv("BROKERED_IPC_ADDRESS");
+	if (!c->socket || !*c->socket) {
+		if (ipc_default_socket_path(c->session, ret_sock) < 0) {
 			log_error("No broker socket: pass --socket or set BROKERED_IPC_ADDRESS");
 			return CLIENT_EXIT_NOROUTE;
 		}
-		c.socket = sock;
+		c->socket = *ret_sock;
 	}
-	signal(SIGPIPE, SIG_IGN);
+	return 0;
+}
 
-	const char *cmd = argv[optind];
-	int ac = argc - optind;
-	char **av = argv + optind;
-	if (!strcmp(cmd, "read") || !strcmp(cmd, "write"))
-		return client_token(&c, cmd[0] == 'w', ac, av);
+/* The options of one operation (delete, mkdir, ...). */
+struct client_op_options {
+	const char *delete_mode, *mode, *message, *report, *max_size;
+	bool recursive, force, symbolic;
+};
 
-	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
-	if (!strcmp(cmd, "json")) {
-		if (ac != 2 || strchr(av[1], '\n'))
-			return client_usage();
-		strbuf_appends(&sb, av[1]);
-		return client_json(&c, &sb);
-	}
-
-	/* Operation options, then operands. */
+static int client_parse_op_options(const char *cmd, int ac, char **av,
+				   struct client_op_options *ret)
+{
 	static const struct option oo[] = {
 	    {"trash", no_argument, NULL, 'T'},
 	    {"unlink", no_argument, NULL, 'U'},
@@ -746,55 +755,100 @@ int cli_client(int argc, char **argv)
 	    {"max-size-mb", required_argument, NULL, 'S'},
 	    {NULL, 0, NULL, 0},
 	};
-	const char *delete_mode = NULL, *mode = NULL, *message = NULL, *report = NULL,
-		   *maxsz = NULL;
-	bool recursive = false, force = false, symbolic = false;
 	optind = 0;
 	opterr = 0;
 	for (int o; (o = getopt_long(ac, av, "+rRfpsm:", oo, NULL)) >= 0;) {
 		switch (o) {
 		case 'T':
-			delete_mode = "trash";
+			ret->delete_mode = "trash";
 			break;
 		case 'U':
-			delete_mode = "unlink";
+			ret->delete_mode = "unlink";
 			break;
 		case 'r':
 		case 'p':
-			recursive = true;
+			ret->recursive = true;
 			break;
 		case 'f':
-			force = true;
+			ret->force = true;
 			break;
 		case 's':
-			symbolic = true;
+			ret->symbolic = true;
 			break;
 		case 'm':
 			if (!strcmp(cmd, "mkdir"))
-				mode = optarg;
+				ret->mode = optarg;
 			else
-				message = optarg;
+				ret->message = optarg;
 			break;
 		case 'M':
-			message = optarg;
+			ret->message = optarg;
 			break;
 		case 'R':
-			report = optarg;
+			ret->report = optarg;
 			break;
 		case 'S':
-			maxsz = optarg;
+			ret->max_size = optarg;
 			break;
 		default:
 			log_error("%s: unknown option or missing argument", cmd);
-			return CLIENT_EXIT_DENIED;
+			return -EINVAL;
 		}
 	}
-	char **arg = av + optind;
-	int na = ac - optind;
-	struct {
-		const char *name, *command, *op;
-		int nargs;
-	} const table[] = {
+	return 0;
+}
+
+struct client_op {
+	const char *name, *command, *op;
+	int nargs;
+};
+
+/* The request line of an operation, its operands and options; -EINVAL on a bad --max-size-mb. */
+static int client_op_json(struct client *c, struct strbuf *sb, const struct client_op *t,
+			  char **arg, const struct client_op_options *oo)
+{
+	json_head(c, sb, t->command, t->op);
+	if (!strcmp(t->name, "chmod")) {
+		json_kv_str(sb, "mode", arg[0]);
+		json_path(sb, "path", arg[1]);
+	} else if (t->nargs == 2) {
+		/* A symbolic link's content is kept as written. */
+		if (oo->symbolic && !strcmp(t->name, "link"))
+			json_kv_bytes(sb, "from", arg[0]);
+		else
+			json_path(sb, "from", arg[0]);
+		json_path(sb, "to", arg[1]);
+	} else if (t->nargs == 1) {
+		json_path(sb, "path", arg[0]);
+	}
+	if (oo->delete_mode)
+		json_kv_str(sb, "deleteMode", oo->delete_mode);
+	if (oo->recursive)
+		json_kv_bool(sb, "recursive", true);
+	if (oo->force)
+		json_kv_bool(sb, "force", true);
+	if (oo->symbolic)
+		json_kv_bool(sb, "symbolic", true);
+	if (oo->mode)
+		json_kv_str(sb, "mode", oo->mode);
+	if (oo->report)
+		json_path(sb, "safeDeleteReportPath", oo->report);
+	if (oo->message)
+		json_kv_str(sb, "message", oo->message);
+	if (oo->max_size) {
+		int64_t v;
+		if (parse_i64(oo->max_size, 10, &v) < 0)
+			return -EINVAL;
+		json_kv_int(sb, "maxSizeMB", v);
+	}
+	strbuf_appendc(sb, '}');
+	return 0;
+}
+
+/* One operation of the JSON protocol: options, then operands. */
+static int client_operation(struct client *c, const char *cmd, int ac, char **av)
+{
+	static const struct client_op table[] = {
 	    {"delete", "HostFileOperation", "delete", 1},
 	    {"mkdir", "HostFileOperation", "mkdir", 1},
 	    {"rename", "HostFileOperation", "rename", 2},
@@ -806,6 +860,9 @@ int cli_client(int argc, char **argv)
 	    {"enable-backup", "EnableModifyBackup", NULL, 0},
 	    {"commit-backup", "CommitModifyBackup", NULL, 0},
 	};
+	struct client_op_options oo = {0};
+	if (client_parse_op_options(cmd, ac, av, &oo) < 0)
+		return CLIENT_EXIT_DENIED;
 	size_t t = 0;
 	while (t < ELEMENTSOF(table) && strcmp(table[t].name, cmd))
 		t++;
@@ -813,44 +870,40 @@ int cli_client(int argc, char **argv)
 		log_error("Unknown client command \"%s\"", cmd);
 		return client_usage();
 	}
-	if (na != table[t].nargs)
+	if (ac - optind != table[t].nargs)
 		return client_usage();
-	json_head(&c, &sb, table[t].command, table[t].op);
-	if (!strcmp(cmd, "chmod")) {
-		json_kv_str(&sb, "mode", arg[0]);
-		json_path(&sb, "path", arg[1]);
-	} else if (table[t].nargs == 2) {
-		/* A symbolic link's content is kept as written. */
-		if (symbolic && !strcmp(cmd, "link"))
-			json_kv_bytes(&sb, "from", arg[0]);
-		else
-			json_path(&sb, "from", arg[0]);
-		json_path(&sb, "to", arg[1]);
-	} else if (table[t].nargs == 1) {
-		json_path(&sb, "path", arg[0]);
-	}
-	if (delete_mode)
-		json_kv_str(&sb, "deleteMode", delete_mode);
-	if (recursive)
-		json_kv_bool(&sb, "recursive", true);
-	if (force)
-		json_kv_bool(&sb, "force", true);
-	if (symbolic)
-		json_kv_bool(&sb, "symbolic", true);
-	if (mode)
-		json_kv_str(&sb, "mode", mode);
-	if (report)
-		json_path(&sb, "safeDeleteReportPath", report);
-	if (message)
-		json_kv_str(&sb, "message", message);
-	if (maxsz) {
-		int64_t v;
-		if (parse_i64(maxsz, 10, &v) < 0)
+	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
+	if (client_op_json(c, &sb, &table[t], av + optind, &oo) < 0)
+		return client_usage();
+	return client_json(c, &sb);
+}
+
+int cli_client(int argc, char **argv)
+{
+	struct client c = {.timeout_ms = 10000, .fd = -1};
+	int r = client_parse_args(argc, argv, &c);
+	if (r <= 0)
+		return r < 0 ? CLIENT_EXIT_DENIED : 0;
+	if (optind >= argc)
+		return client_usage();
+	_cleanup_free_ char *sid = NULL, *sock = NULL;
+	if ((r = client_endpoint(&c, &sid, &sock)) != 0)
+		return r;
+	signal(SIGPIPE, SIG_IGN);
+
+	const char *cmd = argv[optind];
+	int ac = argc - optind;
+	char **av = argv + optind;
+	if (!strcmp(cmd, "read") || !strcmp(cmd, "write"))
+		return client_token(&c, cmd[0] == 'w', ac, av);
+	if (!strcmp(cmd, "json")) {
+		if (ac != 2 || strchr(av[1], '\n'))
 			return client_usage();
-		json_kv_int(&sb, "maxSizeMB", v);
+		_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
+		strbuf_appends(&sb, av[1]);
+		return client_json(&c, &sb);
 	}
-	strbuf_appendc(&sb, '}');
-	return client_json(&c, &sb);
+	return client_operation(&c, cmd, ac, av);
 }
 
 /* ---- trash ---- */

@@ -520,14 +520,7 @@ static int write_file_atomic(const char *path, const char *data, size_t n, mode_
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
 	if (fd < 0)
 		return negative_errno();
-	int r = 0;
-	for (size_t off = 0; off < n && r >= 0;) {
-		ssize_t k = write(fd, data + off, n - off);
-		if (k < 0 && errno != EINTR)
-			r = negative_errno();
-		else if (k > 0)
-			off += (size_t)k;
-	}
+	int r = loop_write(fd, data, n);
 	if (r >= 0 && fchmod(fd, mode) < 0)
 		r = negative_errno();
 	if (r >= 0 && fsync(fd) < 0)
@@ -569,29 +562,34 @@ static const char integrate_usage[] =
     "The file changed is first copied to FILE.brokered-backup-TIME.\n"
     "Exit status: 0 done, 1 failed (the file is left as it was), 2 usage error.\n";
 
-int cli_integrate(int argc, char **argv)
+struct integrate_args {
+	const struct agent *agent;
+	bool user, uninstall, check;
+};
+
+/* 1: go on; 0: --help was shown; -EINVAL: a bad option or argument (logged). */
+static int integrate_parse_args(int argc, char **argv, struct integrate_args *a)
 {
 	static const struct option opts[] = {
 	    {"project", no_argument, NULL, 'p'},   {"user", no_argument, NULL, 'u'},
 	    {"uninstall", no_argument, NULL, 'x'}, {"check", no_argument, NULL, 'c'},
 	    {"help", no_argument, NULL, 'h'},	   {NULL, 0, NULL, 0},
 	};
-	bool user = false, uninstall = false, check = false;
 	optind = 0;
 	opterr = 0;
 	for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) >= 0;) {
 		switch (c) {
 		case 'p':
-			user = false;
+			a->user = false;
 			break;
 		case 'u':
-			user = true;
+			a->user = true;
 			break;
 		case 'x':
-			uninstall = true;
+			a->uninstall = true;
 			break;
 		case 'c':
-			check = true;
+			a->check = true;
 			break;
 		case 'h':
 			fputs(integrate_usage, stdout);
@@ -599,105 +597,137 @@ int cli_integrate(int argc, char **argv)
 		default:
 			log_error("integrate: unknown option or missing argument: %s",
 				  argv[optind - 1]);
-			return 2;
+			return -EINVAL;
 		}
 	}
-	if (optind != argc - 1 || (uninstall && check)) {
+	if (optind != argc - 1 || (a->uninstall && a->check)) {
 		fputs(integrate_usage, stderr);
-		return 2;
+		return -EINVAL;
 	}
-	const struct agent *a = agent_find(argv[optind]);
-	if (!a)
+	a->agent = agent_find(argv[optind]);
+	if (!a->agent)
 		return log_error("integrate: unknown agent \"%s\" (claude, codex, gemini)",
 				 argv[optind]),
-		       2;
+		       -EINVAL;
+	return 1;
+}
+
+/* The agent's settings file, of the project (the current directory) or the user; a symlink
+ * (dotfiles) is followed, so it is changed where it points. -errno once logged. */
+static int integrate_settings_file(const struct integrate_args *a, char **ret)
+{
+	const char *home = user_home();
+	if (a->user && !home)
+		return log_error("integrate --user: no home directory"), -ENOENT;
+	_cleanup_free_ char *cwd = getcwd(NULL, 0);
+	if (!cwd)
+		return log_error_errno(errno, "Failed to get the current directory: %m");
+	_cleanup_free_ char *path = NULL;
+	if (asprintf(&path, "%s/%s", a->user ? home : cwd,
+		     a->user ? a->agent->user_file : a->agent->project_file) < 0)
+		return log_error_errno(ENOMEM, "Out of memory");
+	char *real = realpath(path, NULL);
+	*ret = real ? real : TAKE_PTR(path);
+	return 0;
+}
+
+/* --check: each entry, installed or missing. The exit status. */
+static int integrate_check(const struct agent *a, const struct integrate_result *m,
+			   const char *file)
+{
+	unsigned all = (1u << ELEMENTSOF(a->entries)) - 1;
+	for (size_t k = 0; k < ELEMENTSOF(a->entries); k++)
+		printf("%-9s %s%s%s -> brokered hook %s %s\n",
+		       m->found & (1u << k) ? "installed" : "missing", a->entries[k].event,
+		       a->entries[k].matcher ? " " : "",
+		       a->entries[k].matcher ? a->entries[k].matcher : "", a->name,
+		       hook_names[a->entries[k].handler]);
+	printf("%s: %s\n", file,
+	       m->found == all ? "brokered is integrated"
+	       : m->ours       ? "brokered's entries are incomplete or name another binary "
+				 "(run `brokered integrate` again)"
+			       : "brokered is not integrated");
+	return m->found == all ? 0 : 1;
+}
+
+/* A copy of the settings file as it was, beside it, named by the time. -errno once logged. */
+static int integrate_backup(const char *file, const char *old, size_t old_n, mode_t mode)
+{
+	char stamp[32];
+	time_t t = time(NULL);
+	struct tm tm;
+	strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime_r(&t, &tm));
+	_cleanup_free_ char *bak = NULL;
+	if (asprintf(&bak, "%s.brokered-backup-%s", file, stamp) < 0)
+		return log_error_errno(ENOMEM, "Out of memory");
+	/* O_EXCL: a backup of the same second is the same original; keep the first. */
+	_cleanup_close_ int bfd =
+	    open(bak, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+	if (bfd < 0 && errno == EEXIST)
+		return 0;
+	if (bfd < 0)
+		return log_error_errno(errno, "Failed to back %s up to %s: %m", file, bak);
+	int r = loop_write(bfd, old, old_n);
+	if (r >= 0 && fsync(bfd) < 0)
+		r = negative_errno();
+	if (r < 0) {
+		log_error_errno(r, "Failed to back %s up to %s: %m", file, bak);
+		(void)unlink(bak);
+		return r;
+	}
+	printf("backup: %s\n", bak);
+	return 0;
+}
+
+int cli_integrate(int argc, char **argv)
+{
+	struct integrate_args ia = {0};
+	int r = integrate_parse_args(argc, argv, &ia);
+	if (r <= 0)
+		return r < 0 ? 2 : 0;
+	const struct agent *a = ia.agent;
 	_cleanup_free_ char *self = realpath("/proc/self/exe", NULL);
 	if (!self)
 		return log_error_errno(errno, "Failed to find brokered's own binary: %m"), 1;
-	_cleanup_free_ char *path = NULL;
-	const char *home = user_home();
-	if (user && !home)
-		return log_error("integrate --user: no home directory"), 1;
-	_cleanup_free_ char *cwd = getcwd(NULL, 0);
-	if (!cwd)
-		return log_error_errno(errno, "Failed to get the current directory: %m"), 1;
-	if (asprintf(&path, "%s/%s", user ? home : cwd, user ? a->user_file : a->project_file) < 0)
-		return log_error_errno(ENOMEM, "Out of memory"), 1;
-	/* A settings file that is a symlink (dotfiles) is changed where it points. */
-	_cleanup_free_ char *real = realpath(path, NULL);
-	const char *file = real ? real : path;
+	_cleanup_free_ char *file = NULL;
+	if (integrate_settings_file(&ia, &file) < 0)
+		return 1;
 
 	_cleanup_free_ char *old = NULL;
 	size_t old_n = 0;
 	mode_t mode = 0644;
-	int r = read_file(file, SETTINGS_MAX, &old, &old_n, &mode);
+	r = read_file(file, SETTINGS_MAX, &old, &old_n, &mode);
 	bool exists = r >= 0;
 	if (r < 0 && r != -ENOENT)
 		return log_error_errno(r, "Failed to read %s: %m", file), 1;
 	struct integrate_result m;
 	_cleanup_free_ char *err = NULL;
 	_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
-	r = integrate_merge(a->name, self, !uninstall, exists ? old : "", old_n, &out, &m, &err);
+	r = integrate_merge(a->name, self, !ia.uninstall, exists ? old : "", old_n, &out, &m, &err);
 	if (r == -ENOMEM)
 		return log_error_errno(r, "Out of memory"), 1;
 	if (r < 0)
 		return log_error("%s:%s; the file is left as it is", file, err ? err : " invalid"),
 		       1;
-	unsigned all = (1u << ELEMENTSOF(a->entries)) - 1;
-	if (check) {
-		for (size_t k = 0; k < ELEMENTSOF(a->entries); k++)
-			printf("%-9s %s%s%s -> brokered hook %s %s\n",
-			       m.found & (1u << k) ? "installed" : "missing", a->entries[k].event,
-			       a->entries[k].matcher ? " " : "",
-			       a->entries[k].matcher ? a->entries[k].matcher : "", a->name,
-			       hook_names[a->entries[k].handler]);
-		printf("%s: %s\n", file,
-		       m.found == all ? "brokered is integrated"
-		       : m.ours	      ? "brokered's entries are incomplete or name another binary "
-					"(run `brokered integrate` again)"
-				      : "brokered is not integrated");
-		return m.found == all ? 0 : 1;
-	}
+	if (ia.check)
+		return integrate_check(a, &m, file);
 	/* Nothing to do: installed exactly as we would write it, or nothing of ours to remove. */
-	if ((!uninstall && m.found == all && m.ours == ELEMENTSOF(a->entries)) ||
-	    (uninstall && m.ours == 0) ||
+	unsigned all = (1u << ELEMENTSOF(a->entries)) - 1;
+	if ((!ia.uninstall && m.found == all && m.ours == ELEMENTSOF(a->entries)) ||
+	    (ia.uninstall && m.ours == 0) ||
 	    (exists && out.len == old_n && memcmp(out.buf, old, old_n) == 0)) {
 		printf("%s: %s\n", file,
-		       uninstall ? "no entries of brokered's to remove" : "already integrated");
+		       ia.uninstall ? "no entries of brokered's to remove" : "already integrated");
 		return 0;
 	}
-	if (exists) {
-		char stamp[32];
-		time_t t = time(NULL);
-		struct tm tm;
-		strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime_r(&t, &tm));
-		_cleanup_free_ char *bak = NULL;
-		if (asprintf(&bak, "%s.brokered-backup-%s", file, stamp) < 0)
-			return log_error_errno(ENOMEM, "Out of memory"), 1;
-		/* O_EXCL: a backup of the same second is the same original; keep the first. */
-		_cleanup_close_ int bfd =
-		    open(bak, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
-		if (bfd < 0 && errno != EEXIST)
-			return log_error_errno(errno, "Failed to back %s up to %s: %m", file, bak),
-			       1;
-		for (size_t off = 0; bfd >= 0 && off < old_n;) {
-			ssize_t k = write(bfd, old + off, old_n - off);
-			if (k < 0 && errno == EINTR)
-				continue;
-			if (k <= 0 || fsync(bfd) < 0)
-				return log_error_errno(k < 0 ? errno : EIO,
-						       "Failed to back %s up to %s: %m", file, bak),
-				       (void)unlink(bak), 1;
-			off += (size_t)k;
-		}
-		if (bfd >= 0)
-			printf("backup: %s\n", bak);
-	} else if ((r = mkdir_parents(file)) < 0) {
+	if (exists && integrate_backup(file, old, old_n, mode) < 0)
+		return 1;
+	if (!exists && (r = mkdir_parents(file)) < 0)
 		return log_error_errno(r, "Failed to create the directory of %s: %m", file), 1;
-	}
 	if ((r = write_file_atomic(file, out.buf, out.len, mode)) < 0)
 		return log_error_errno(r, "Failed to write %s: %m", file), 1;
-	printf("%s: %s\n", file, uninstall ? "brokered's entries removed" : "brokered integrated");
+	printf("%s: %s\n", file,
+	       ia.uninstall ? "brokered's entries removed" : "brokered integrated");
 	return 0;
 }
 

@@ -10,6 +10,7 @@
 #include "basic/json-write.h"
 #include "basic/json.h"
 #include "basic/macro.h"
+#include "basic/string-table.h"
 #include "basic/parse-util.h"
 #include "basic/path-util.h"
 
@@ -200,29 +201,34 @@ const char *ipc_token_answer_line(enum ipc_token_answer a)
 
 /* ---- JSON ---- */
 
-static const char *const op_names[] = {
-    [IPC_OP_NONE] = "",		[IPC_OP_DELETE] = "delete", [IPC_OP_MKDIR] = "mkdir",
-    [IPC_OP_RENAME] = "rename", [IPC_OP_COPY] = "copy",	    [IPC_OP_CHMOD] = "chmod",
-    [IPC_OP_LINK] = "link",	[IPC_OP_TOUCH] = "touch",
+static const char *const ipc_operation_table[] = {
+    [IPC_OP_DELETE] = "delete", [IPC_OP_MKDIR] = "mkdir", [IPC_OP_RENAME] = "rename",
+    [IPC_OP_COPY] = "copy",	[IPC_OP_CHMOD] = "chmod", [IPC_OP_LINK] = "link",
+    [IPC_OP_TOUCH] = "touch",
 };
+DEFINE_PRIVATE_STRING_TABLE_LOOKUP_TO_STRING(ipc_operation, enum ipc_operation);
 
 const char *ipc_operation_name(enum ipc_operation op)
 {
-	return (size_t)op < ELEMENTSOF(op_names) ? op_names[op] : "";
+	return ipc_operation_to_string(op) ?: "";
 }
 
-static const char *const cmd_names[] = {
-    [IPC_CMD_INVALID] = "",
+static const char *const ipc_command_table[] = {
     [IPC_CMD_HOST_FILE_OPERATION] = "HostFileOperation",
     [IPC_CMD_ENABLE_MODIFY_BACKUP] = "EnableModifyBackup",
     [IPC_CMD_MODIFY_BACKUP] = "ModifyBackup",
     [IPC_CMD_COMMIT_MODIFY_BACKUP] = "CommitModifyBackup",
 };
+DEFINE_PRIVATE_STRING_TABLE_LOOKUP_TO_STRING(ipc_command, enum ipc_command);
 
 const char *ipc_command_name(enum ipc_command c)
 {
-	return (size_t)c < ELEMENTSOF(cmd_names) ? cmd_names[c] : "";
+	return ipc_command_to_string(c) ?: "";
 }
+
+/* The entry named s in a table whose entry 0 has no name: its index, or 0 (none). */
+#define LOOKUP_OR_ZERO(table, s)                                                                   \
+	MAX(string_table_lookup_from_string(table, ELEMENTSOF(table), s), (ssize_t)0)
 
 void ipc_json_req_done(struct ipc_json_req *r)
 {
@@ -283,28 +289,10 @@ static int get_target(const struct json_value *o, const char *key, char **ret)
 	return (*ret)[0] ? 1 : -EINVAL;
 }
 
-int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const char **ret_reason)
+/* The id first, so that even a refused request is answered with it. */
+static int json_req_id(const struct json_value *v, struct ipc_json_req *ret,
+		       const char **ret_reason)
 {
-	*ret = (struct ipc_json_req){0};
-	if (n > IPC_LINE_MAX)
-		return fail(ret_reason, "line too long", -E2BIG);
-	struct json_limits lim = {
-	    .max_depth = IPC_JSON_DEPTH,
-	    .max_size = IPC_LINE_MAX,
-	    .flags = JSON_ALLOW_RAW_BYTES,
-	};
-	_cleanup_json_ struct json_value *v = NULL;
-	struct json_error jerr = {0};
-	int r = json_parse(line, n, &lim, &v, &jerr);
-	if (r == -ELOOP)
-		return fail(ret_reason, "JSON nested too deeply", r);
-	if (r < 0)
-		return fail(ret_reason, jerr.reason ? jerr.reason : "malformed JSON",
-			    r == -ENOMEM ? r : -EINVAL);
-	if (json_type(v) != JSON_OBJECT)
-		return fail(ret_reason, "request is not a JSON object", -EINVAL);
-
-	/* The id first, so that even a refused request is answered with it. */
 	const struct json_value *idv = json_object_get(v, "id");
 	if (idv && json_type(idv) == JSON_STRING) {
 		size_t len;
@@ -322,8 +310,14 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 	}
 	if (idv && !json_is_null(idv) && !ret->id)
 		return fail(ret_reason, "bad id", -EINVAL);
+	return 0;
+}
 
-	_cleanup_free_ char *cmd = NULL, *op = NULL, *dm = NULL;
+/* The command, and the operation of a HostFileOperation. */
+static int json_req_command(const struct json_value *v, struct ipc_json_req *ret,
+			    const char **ret_reason)
+{
+	_cleanup_free_ char *cmd = NULL, *op = NULL;
 	if (get_str(v, "command", 64, &cmd) < 0 || get_str(v, "operation", 64, &op) < 0)
 		return fail(ret_reason, "command and operation must be short strings", -EINVAL);
 	if (!cmd && op)
@@ -331,22 +325,25 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 	else if (!cmd)
 		return fail(ret_reason, "missing command", -EINVAL);
 	else
-		for (size_t i = 1; i < ELEMENTSOF(cmd_names); i++)
-			if (!strcmp(cmd, cmd_names[i]))
-				ret->command = (enum ipc_command)i;
+		ret->command = (enum ipc_command)LOOKUP_OR_ZERO(ipc_command_table, cmd);
 	if (ret->command == IPC_CMD_INVALID)
 		return fail(ret_reason, "unknown command", -EPROTO);
 
 	if (ret->command == IPC_CMD_HOST_FILE_OPERATION) {
 		if (!op)
 			return fail(ret_reason, "missing operation", -EINVAL);
-		for (size_t i = 1; i < ELEMENTSOF(op_names); i++)
-			if (!strcmp(op, op_names[i]))
-				ret->op = (enum ipc_operation)i;
+		ret->op = (enum ipc_operation)LOOKUP_OR_ZERO(ipc_operation_table, op);
 		if (ret->op == IPC_OP_NONE)
 			return fail(ret_reason, "unknown operation", -EPROTO);
 	}
+	return 0;
+}
 
+/* The session, tool call and trace ids. */
+static int json_req_ids(const struct json_value *v, struct ipc_json_req *ret,
+			const char **ret_reason)
+{
+	int r;
 	if ((r = get_str(v, "sessionId", IPC_ID_MAX, &ret->session)) < 0 ||
 	    (r = get_str(v, "toolCallId", IPC_ID_MAX, &ret->tool_call)) < 0 ||
 	    (r = get_str(v, "brokerTraceId", IPC_ID_MAX, &ret->trace)) < 0)
@@ -358,7 +355,14 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 		return fail(ret_reason, "control bytes in an id", -EINVAL);
 	if (!ret->session || !*ret->session)
 		return fail(ret_reason, "missing sessionId", -EINVAL);
+	return 0;
+}
 
+/* The message and the boolean options. */
+static int json_req_options(const struct json_value *v, struct ipc_json_req *ret,
+			    const char **ret_reason)
+{
+	int r;
 	/* "commitMsg" is the reference's name for CommitModifyBackup's message. */
 	if ((r = get_str(v, "message", IPC_MESSAGE_MAX, &ret->message)) < 0 ||
 	    (!ret->message && (r = get_str(v, "commitMsg", IPC_MESSAGE_MAX, &ret->message)) < 0))
@@ -367,7 +371,14 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 	if (get_bool(v, "recursive", &ret->recursive) < 0 ||
 	    get_bool(v, "force", &ret->force) < 0 || get_bool(v, "symbolic", &ret->symbolic) < 0)
 		return fail(ret_reason, "recursive, force and symbolic must be booleans", -EINVAL);
+	return 0;
+}
 
+/* The operands: from and to, or one path. */
+static int json_req_paths(const struct json_value *v, struct ipc_json_req *ret,
+			  const char **ret_reason)
+{
+	int r;
 	bool two = ret->op == IPC_OP_RENAME || ret->op == IPC_OP_COPY || ret->op == IPC_OP_LINK;
 	if (two) {
 		/* A symbolic link's content is any non-empty string ("../x" included). */
@@ -392,7 +403,15 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 		if (!ret->path)
 			return fail(ret_reason, "path is required", -EINVAL);
 	}
+	return 0;
+}
 
+/* How to delete, and where to write the safe-delete report. */
+static int json_req_delete(const struct json_value *v, struct ipc_json_req *ret,
+			   const char **ret_reason)
+{
+	_cleanup_free_ char *dm = NULL;
+	int r;
 	if (get_str(v, "deleteMode", 16, &dm) < 0)
 		return fail(ret_reason, "deleteMode must be \"trash\" or \"unlink\"", -EINVAL);
 	if (dm) {
@@ -406,7 +425,13 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 	}
 	if ((r = get_path(v, "safeDeleteReportPath", &ret->report_path)) < 0)
 		return fail(ret_reason, "safeDeleteReportPath must be an absolute path", r);
+	return 0;
+}
 
+/* The mode, octal in a string or a number. */
+static int json_req_mode(const struct json_value *v, struct ipc_json_req *ret,
+			 const char **ret_reason)
+{
 	const struct json_value *mv = json_object_get(v, "mode");
 	if (mv && !json_is_null(mv)) {
 		int64_t m;
@@ -426,7 +451,13 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 	}
 	if (ret->op == IPC_OP_CHMOD && !ret->has_mode)
 		return fail(ret_reason, "chmod needs a mode", -EINVAL);
+	return 0;
+}
 
+/* The backup size limit of EnableModifyBackup. */
+static int json_req_max_size(const struct json_value *v, struct ipc_json_req *ret,
+			     const char **ret_reason)
+{
 	const struct json_value *sz = json_object_get(v, "maxSizeMB");
 	if (!sz) /* the reference's EnableModifyBackup field */
 		sz = json_object_get(v, "fileBackupMaxSizeMB");
@@ -435,6 +466,37 @@ int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const c
 			return fail(ret_reason, "maxSizeMB must be an integer", -EINVAL);
 		ret->has_max_size_mb = true;
 	}
+	return 0;
+}
+
+int ipc_parse_json(const char *line, size_t n, struct ipc_json_req *ret, const char **ret_reason)
+{
+	*ret = (struct ipc_json_req){0};
+	if (n > IPC_LINE_MAX)
+		return fail(ret_reason, "line too long", -E2BIG);
+	struct json_limits lim = {
+	    .max_depth = IPC_JSON_DEPTH,
+	    .max_size = IPC_LINE_MAX,
+	    .flags = JSON_ALLOW_RAW_BYTES,
+	};
+	_cleanup_json_ struct json_value *v = NULL;
+	struct json_error jerr = {0};
+	int r = json_parse(line, n, &lim, &v, &jerr);
+	if (r == -ELOOP)
+		return fail(ret_reason, "JSON nested too deeply", r);
+	if (r < 0)
+		return fail(ret_reason, jerr.reason ? jerr.reason : "malformed JSON",
+			    r == -ENOMEM ? r : -EINVAL);
+	if (json_type(v) != JSON_OBJECT)
+		return fail(ret_reason, "request is not a JSON object", -EINVAL);
+	static int (*const steps[])(const struct json_value *, struct ipc_json_req *,
+				    const char **) = {
+	    json_req_id,    json_req_command, json_req_ids,  json_req_options,
+	    json_req_paths, json_req_delete,  json_req_mode, json_req_max_size,
+	};
+	for (size_t i = 0; i < ELEMENTSOF(steps); i++)
+		if ((r = steps[i](v, ret, ret_reason)) < 0)
+			return r;
 	return 0;
 }
 

@@ -14,6 +14,7 @@
 
 #include "audit.h"
 #include "basic/macro.h"
+#include "basic/socket-util.h"
 #include "basic/strbuf.h"
 #include "broker.h"
 #include "ipc-proto.h"
@@ -347,30 +348,14 @@ static int flush_out(struct ipc_server *s, struct conn *c)
 {
 	while (c->n_out) {
 		struct out_msg *m = &c->out[0];
-		struct iovec iov = {m->data + m->off, m->len - m->off};
-		union {
-			char buf[CMSG_SPACE(sizeof(int))];
-			struct cmsghdr align;
-		} u;
-		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-		if (m->fd >= 0) {
-			memset(&u, 0, sizeof u);
-			mh.msg_control = u.buf;
-			mh.msg_controllen = sizeof u.buf;
-			struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-			cm->cmsg_level = SOL_SOCKET;
-			cm->cmsg_type = SCM_RIGHTS;
-			cm->cmsg_len = CMSG_LEN(sizeof(int));
-			memcpy(CMSG_DATA(cm), &m->fd, sizeof(int));
-		}
-		ssize_t k = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN)
-				return 0;
-			return negative_errno();
-		}
+		ssize_t k = send_with_fd(c->fd, m->data + m->off, m->len - m->off, m->fd,
+					 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (k == -EINTR)
+			continue;
+		if (k == -EAGAIN)
+			return 0;
+		if (k < 0)
+			return (int)k;
 		if (m->fd >= 0) {
 			m->fd = safe_close(m->fd); /* the peer holds it now */
 			s->stats.fds_sent++;

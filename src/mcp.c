@@ -20,9 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "basic/fs-util.h"
 #include "basic/json-write.h"
 #include "basic/json.h"
 #include "basic/macro.h"
+#include "basic/string-table.h"
 #include "cli.h"
 #include "log.h"
 #include "mcp.h"
@@ -34,7 +36,7 @@
 
 /* ---- parsing (pure: the fuzz target drives it) ---- */
 
-static const char *const tool_names[_MCP_TOOL_MAX] = {
+static const char *const mcp_tool_table[_MCP_TOOL_MAX] = {
     [MCP_TOOL_RUN] = "run",
     [MCP_TOOL_LOG] = "log",
     [MCP_TOOL_SHOW] = "show",
@@ -47,7 +49,7 @@ static const char *const tool_names[_MCP_TOOL_MAX] = {
 
 const char *mcp_tool_name(enum mcp_tool t)
 {
-	return t < _MCP_TOOL_MAX ? tool_names[t] : NULL;
+	return string_table_lookup_to_string(mcp_tool_table, _MCP_TOOL_MAX, t);
 }
 
 /* Newest first; an initialize asking for another version gets the newest. */
@@ -346,15 +348,13 @@ int mcp_parse(const char *buf, size_t n, struct mcp_request *ret, const char **r
 			r = MCP_INVALID_PARAMS;
 			goto fail;
 		}
-		q.tool = _MCP_TOOL_MAX;
-		for (size_t i = 0; i < _MCP_TOOL_MAX; i++)
-			if (strcmp(name, tool_names[i]) == 0)
-				q.tool = (enum mcp_tool)i;
-		if (q.tool == _MCP_TOOL_MAX) {
+		ssize_t tool = string_table_lookup_from_string(mcp_tool_table, _MCP_TOOL_MAX, name);
+		if (tool < 0) {
 			*ret_reason = "unknown tool";
 			r = MCP_INVALID_PARAMS;
 			goto fail;
 		}
+		q.tool = (enum mcp_tool)tool;
 		const char *reason = NULL;
 		if (parse_args(q.tool, json_object_get(params, "arguments"), &q.args, &reason) < 0)
 			q.args_error = reason;
@@ -970,20 +970,6 @@ static int call_tool(const struct mcp_server *m, const struct mcp_request *q, st
 
 /* ---- the server loop ---- */
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t k = write(fd, p, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return k < 0 ? negative_errno() : -EIO;
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 /* Answer one message; returns < 0 only when stdout is gone. */
 static int handle_line(const struct mcp_server *m, const char *line, size_t n)
 {
@@ -1022,7 +1008,7 @@ static int handle_line(const struct mcp_server *m, const char *line, size_t n)
 	}
 	if (out.oom)
 		return 0;
-	return out.len ? write_all(STDOUT_FILENO, out.buf, out.len) : 0;
+	return out.len ? loop_write(STDOUT_FILENO, out.buf, out.len) : 0;
 }
 
 static const char mcp_usage[] =
@@ -1115,7 +1101,7 @@ int cli_mcp(int argc, char **argv)
 				_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
 				mcp_format_error(&out, NULL, MCP_INVALID_REQUEST,
 						 "message too large");
-				if (!out.oom && write_all(STDOUT_FILENO, out.buf, out.len) < 0)
+				if (!out.oom && loop_write(STDOUT_FILENO, out.buf, out.len) < 0)
 					break;
 			}
 			skipping = true;

@@ -9,6 +9,7 @@
 
 #include "basic/macro.h"
 #include "basic/path-util.h"
+#include "basic/string-table.h"
 #include "settings.h"
 
 struct prule {
@@ -78,28 +79,27 @@ static const char *const secrets[] = {
 
 /* ---- names ---- */
 
+static const char *const policy_decision_table[] = {
+    [POLICY_ALLOW] = "allow",
+    [POLICY_PROMPT] = "prompt",
+    [POLICY_DENY] = "deny",
+};
+
 const char *policy_decision_name(enum policy_decision d)
 {
-	switch (d) {
-	case POLICY_ALLOW:
-		return "allow";
-	case POLICY_PROMPT:
-		return "prompt";
-	case POLICY_DENY:
-		return "deny";
-	}
-	return "deny";
+	return string_table_lookup_to_string(policy_decision_table,
+					     ELEMENTSOF(policy_decision_table), d)
+		   ?: "deny";
 }
 
 int policy_decision_from_string(const char *s, enum policy_decision *ret)
 {
-	static const enum policy_decision all[] = {POLICY_ALLOW, POLICY_PROMPT, POLICY_DENY};
-	for (size_t i = 0; s && i < ELEMENTSOF(all); i++)
-		if (strcmp(s, policy_decision_name(all[i])) == 0) {
-			*ret = all[i];
-			return 0;
-		}
-	return -EINVAL;
+	ssize_t i = string_table_lookup_from_string(policy_decision_table,
+						    ELEMENTSOF(policy_decision_table), s);
+	if (i < 0)
+		return (int)i;
+	*ret = (enum policy_decision)i;
+	return 0;
 }
 
 int policy_access_from_string(const char *s, unsigned *ret)

@@ -6,10 +6,8 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,17 +15,14 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
-#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "approval.h"
 #include "audit.h"
+#include "basic/fs-util.h"
 #include "basic/json-write.h"
 #include "basic/kernel-compat.h"
 #include "basic/macro.h"
@@ -42,39 +37,13 @@
 #include "net-proxy.h"
 #include "net.h"
 #include "policy.h"
+#include "run-internal.h"
 #include "sandbox.h"
 #include "settings.h"
 #include "store.h"
 #include "supervisor.h"
 
 /* ---- scratch dir ---- */
-
-static int remove_tree_at(int dirfd, const char *name, int depth)
-{
-	if (depth > 256)
-		return -ELOOP;
-	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOTDIR || errno == ELOOP
-			   ? (unlinkat(dirfd, name, 0) < 0 ? negative_errno() : 0)
-			   : negative_errno();
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return negative_errno();
-	}
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (de->d_type == DT_DIR || de->d_type == DT_UNKNOWN)
-			(void)remove_tree_at(fd, de->d_name, depth + 1);
-		else
-			(void)unlinkat(fd, de->d_name, 0);
-	}
-	closedir(d);
-	return unlinkat(dirfd, name, AT_REMOVEDIR) < 0 ? negative_errno() : 0;
-}
 
 /*
  * The scratch dir, in the first of $TMPDIR, /tmp, /var/tmp, $XDG_RUNTIME_DIR where one can be
@@ -113,111 +82,6 @@ static int make_scratch(const char *state_dir, char **ret)
 		return 0;
 	}
 	return r;
-}
-
-/* ---- passing the listener fd from the child ---- */
-
-enum child_stage { STAGE_CAPS = 1, STAGE_LANDLOCK, STAGE_SECCOMP, STAGE_SEND };
-
-/*
- * The filter notifies sendmsg, and nobody answers before the parent has the listener: the child
- * only writes the fd's number and waits; the parent takes the fd with pidfd_getfd() and says so.
- */
-struct listener_msg {
-	char c; /* 'F': fd is the listener; 'E': err is the failure */
-	int fd, err;
-};
-
-static int send_fd(int sock, int fd, int err)
-{
-	struct listener_msg m = {.c = err ? 'E' : 'F', .fd = fd, .err = err};
-	if (write(sock, &m, sizeof m) != (ssize_t)sizeof m)
-		return -EIO;
-	if (err)
-		return 0;
-	char ack;
-	return read(sock, &ack, 1) == 1 ? 0 : -EIO;
-}
-
-static int recv_fd(int sock, pid_t child)
-{
-	struct listener_msg m;
-	ssize_t n = RETRY_EINTR(read(sock, &m, sizeof m));
-	if (n < 0)
-		return negative_errno();
-	if (n == 0)
-		return -ECHILD; /* the child died before it could say */
-	if (n != (ssize_t)sizeof m)
-		return -EPROTO;
-	if (m.c == 'E')
-		return m.err < 0 ? m.err : -EIO;
-	if (m.c != 'F')
-		return -EPROTO;
-	int pidfd = (int)syscall(SYS_pidfd_open, child, 0);
-	if (pidfd < 0)
-		return -(STAGE_SEND << 16 | errno);
-	int fd = (int)syscall(SYS_pidfd_getfd, pidfd, m.fd, 0);
-	int e = errno;
-	close(pidfd);
-	if (fd < 0)
-		return -(STAGE_SEND << 16 | e);
-	(void)fcntl(fd, F_SETFD, FD_CLOEXEC);
-	if (write(sock, "k", 1) != 1) {
-		close(fd);
-		return -ECHILD;
-	}
-	return fd;
-}
-
-/* ---- the child ---- */
-
-_noreturn_ static void child_main(const struct run_options *o, int sock,
-				  const struct sandbox_landlock *ll, const struct sock_fprog *prog,
-				  bool wait_killable, const sigset_t *oldmask)
-{
-	/* Default signal dispositions and the caller's mask for the command. */
-	for (int sig = 1; sig < NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
-			signal(sig, SIG_DFL);
-	sigprocmask(SIG_SETMASK, oldmask, NULL);
-	/* If the supervisor dies, the command dies with it (its grandchildren fail closed). */
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-
-	int r, stage = STAGE_CAPS;
-	/* no_new_privs first: Landlock needs it once CAP_SYS_ADMIN is gone. */
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
-		r = negative_errno();
-		goto fail;
-	}
-	if ((r = sandbox_drop_dangerous_caps()) < 0)
-		goto fail;
-	stage = STAGE_LANDLOCK;
-	if (ll) {
-		if ((r = sandbox_landlock_apply(ll)) < 0)
-			goto fail;
-		close(ll->ruleset_fd);
-	}
-	stage = STAGE_SECCOMP;
-	int listener = sandbox_install_filter(prog, wait_killable);
-	if (listener < 0) {
-		r = listener;
-		goto fail;
-	}
-	stage = STAGE_SEND;
-	if ((r = send_fd(sock, listener, 0)) < 0)
-		goto fail;
-	close(listener);
-	close(sock);
-
-	execvp(o->argv[0], o->argv);
-	int e = errno;
-	fprintf(stderr, "brokered: Failed to execute \"%s\": %s\n", o->argv[0], strerror(e));
-	_exit(e == ENOENT ? RUN_EXIT_NOT_FOUND : RUN_EXIT_CANNOT_EXEC);
-
-fail:
-	/* stage in the high bits, so the parent can say what failed */
-	(void)send_fd(sock, -1, -(stage << 16 | (-r & 0xffff)));
-	_exit(RUN_EXIT_FAILURE);
 }
 
 /* ---- ending what is left behind ---- */
@@ -349,21 +213,6 @@ static int supervise(struct run_state *rs, struct supervisor *sv, struct ipc_ser
 	return 0;
 }
 
-static const char *stage_name(int stage)
-{
-	switch (stage) {
-	case STAGE_CAPS:
-		return "drop capabilities";
-	case STAGE_LANDLOCK:
-		return "enforce the Landlock ruleset";
-	case STAGE_SECCOMP:
-		return "install the seccomp filter";
-	case STAGE_SEND:
-	default:
-		return "hand the seccomp listener to the supervisor";
-	}
-}
-
 static char *command_line(char **argv, const char *shell_string)
 {
 	struct strbuf sb = STRBUF_INIT;
@@ -445,7 +294,7 @@ static void ctx_done(struct run_ctx *c)
 	free(c->prog.filter);
 	safe_close(c->ll.ruleset_fd);
 	if (c->scratch)
-		(void)remove_tree_at(AT_FDCWD, c->scratch, 0);
+		(void)rm_rf_at(AT_FDCWD, c->scratch);
 	for (size_t i = 0; i < c->n_read_denied; i++)
 		free(c->read_denied[i]);
 	free(c->read_denied);
@@ -594,15 +443,17 @@ static int read_deny_list(struct run_ctx *c)
 	return 0;
 }
 
-static int setup(struct run_ctx *c)
+/* The workspace, the home directory and the settings. */
+static int setup_settings(struct run_ctx *c)
 {
 	const struct run_options *o = c->o;
-	int r;
-
 	c->workspace = realpath(o->workspace ? o->workspace : ".", NULL);
-	if (!c->workspace)
-		return log_error_errno(errno, "Failed to open the workspace \"%s\": %m",
-				       o->workspace ? o->workspace : ".");
+	if (!c->workspace) {
+		int r = negative_errno();
+		log_error_errno(r, "Failed to open the workspace \"%s\": %m",
+				o->workspace ? o->workspace : ".");
+		return r; /* < 0 for the analyzer, which does not see into log_internal() */
+	}
 	struct stat wst;
 	if (stat(c->workspace, &wst) < 0 || !S_ISDIR(wst.st_mode)) {
 		log_error("The workspace \"%s\" is not a directory", c->workspace);
@@ -612,7 +463,8 @@ static int setup(struct run_ctx *c)
 	/* The policy compares real paths: a home reached through a symlink must match too. */
 	c->home_real = home ? realpath(home, NULL) : NULL;
 	c->home = c->home_real ? c->home_real : home;
-	if ((r = settings_new(&c->settings)) < 0)
+	int r = settings_new(&c->settings);
+	if (r < 0)
 		return log_error_errno(r, "Failed to allocate settings: %m");
 	struct settings_error serr = {0};
 	r = settings_load_all(c->settings, c->home, getenv("XDG_CONFIG_HOME"), c->workspace,
@@ -625,10 +477,12 @@ static int setup(struct run_ctx *c)
 	}
 	for (size_t i = 0; i < c->settings->n_warnings; i++)
 		log_warning("%s", c->settings->warnings[i]);
+	return 0;
+}
 
-	phase("settings loaded");
-	maybe_run_unsandboxed(c); /* returns only if the command is to be sandboxed */
-
+/* Seccomp user notification is a must; Landlock too, unless --degraded. */
+static int setup_kernel_features(struct run_ctx *c)
+{
 	sandbox_probe(&c->feat);
 	const char *pretend = getenv("BROKERED_PRETEND_MISSING"); /* tests of the degraded modes */
 	if (pretend && strstr(pretend, "landlock"))
@@ -646,25 +500,30 @@ static int setup(struct run_ctx *c)
 			  "degraded mode. `brokered doctor` shows what is missing.");
 		return -EOPNOTSUPP;
 	}
-	if (!c->landlock) {
-		if (!o->degraded) {
-			log_error("Failed to set up the sandbox: this kernel has no Landlock");
-			log_error(
-			    "Hint: Landlock needs Linux 5.13+ with CONFIG_SECURITY_LANDLOCK=y and "
-			    "\"landlock\" in the lsm= boot parameter. `brokered run --degraded` "
-			    "runs without it: every change is still brokered and backed up, but "
-			    "nothing in the kernel backs the broker up (reads of secrets are not "
-			    "denied, and a bug in the broker is not caught). `brokered doctor` "
-			    "shows what is missing.");
-			return -EOPNOTSUPP;
-		}
-		log_warning("degraded: no Landlock on this kernel; the broker alone enforces the "
-			    "policy, secrets stay readable");
+	if (c->landlock)
+		return 0;
+	if (!c->o->degraded) {
+		log_error("Failed to set up the sandbox: this kernel has no Landlock");
+		log_error("Hint: Landlock needs Linux 5.13+ with CONFIG_SECURITY_LANDLOCK=y and "
+			  "\"landlock\" in the lsm= boot parameter. `brokered run --degraded` "
+			  "runs without it: every change is still brokered and backed up, but "
+			  "nothing in the kernel backs the broker up (reads of secrets are not "
+			  "denied, and a bug in the broker is not caught). `brokered doctor` "
+			  "shows what is missing.");
+		return -EOPNOTSUPP;
 	}
+	log_warning("degraded: no Landlock on this kernel; the broker alone enforces the "
+		    "policy, secrets stay readable");
+	return 0;
+}
 
-	if ((r = store_state_dir(&c->state_dir)) < 0)
+/* The state dir, the session, the tool call's id and the command line. */
+static int setup_session(struct run_ctx *c)
+{
+	const struct run_options *o = c->o;
+	int r = store_state_dir(&c->state_dir);
+	if (r < 0)
 		return log_error_errno(r, "Failed to create the state directory: %m");
-
 	if (o->session) {
 		if (!store_id_valid(o->session)) {
 			log_error("Invalid session id \"%s\"", o->session);
@@ -678,35 +537,34 @@ static int setup(struct run_ctx *c)
 	if (!c->session || !c->tool_call || !c->cmdline)
 		return log_error_errno(ENOMEM, "Out of memory");
 	c->msg = o->message ? o->message : c->cmdline;
+	return 0;
+}
 
-	phase("state dir and session");
-	if ((r = make_scratch(c->state_dir, &c->scratch)) < 0)
-		return log_error_errno(r, "Failed to create the scratch directory: %m");
-	struct policy_error perr = {0};
-	r = policy_new(c->settings, c->workspace, c->scratch, c->home, c->state_dir, &c->policy,
-		       &perr);
-	if (r < 0) {
-		log_error("Failed to build the policy: %s",
-			  perr.message ? perr.message : strerror(-r));
-		policy_error_done(&perr);
-		return r;
-	}
-	/* Settings the sandbox must not edit beyond the built-in ones: an XDG config dir
-	 * elsewhere, and the --settings file. */
+/* Settings the sandbox must not edit beyond the built-in ones: an XDG config dir elsewhere, and
+ * the --settings file. */
+static int protect_settings_files(struct run_ctx *c)
+{
 	const char *xdg = getenv("XDG_CONFIG_HOME");
-	_cleanup_free_ char *extra_real = o->settings ? realpath(o->settings, NULL) : NULL;
+	_cleanup_free_ char *extra_real = c->o->settings ? realpath(c->o->settings, NULL) : NULL;
 	_cleanup_free_ char *xdg_real = xdg && xdg[0] == '/' ? realpath(xdg, NULL) : NULL;
 	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
+	int r = 0;
 	if (xdg && xdg[0] == '/')
 		strbuf_printf(&sb, "%s/brokered", xdg_real ? xdg_real : xdg);
 	if ((sb.len && (r = policy_protect(c->policy, sb.buf, "settings")) < 0) ||
 	    (extra_real && (r = policy_protect(c->policy, extra_real, "settings")) < 0))
 		return log_error_errno(r, "Failed to protect the settings files: %m");
-	if ((r = net_new(c->settings, c->policy, c->workspace, c->scratch, &c->net)) < 0)
-		return log_error_errno(r, "Failed to set up the network policy: %m");
+	return 0;
+}
+
+/* --approve: paths into the policy, unix: and net: grants into the network policy. */
+static int add_approvals(struct run_ctx *c)
+{
+	const struct run_options *o = c->o;
 	for (size_t i = 0; i < o->n_approve; i++) {
 		_cleanup_free_ char *p = NULL;
 		unsigned access;
+		int r;
 		if (net_is_grant(o->approve[i])) {
 			if ((r = net_add_grant(c->net, o->approve[i])) < 0)
 				return log_error_errno(r, "Failed to grant \"%s\": %m",
@@ -722,9 +580,36 @@ static int setup(struct run_ctx *c)
 		if ((r = policy_add_grant(c->policy, p, access)) < 0)
 			return log_error_errno(r, "Failed to grant \"%s\": %m", p);
 	}
+	return 0;
+}
 
-	phase("scratch dir and policy");
-	if ((r = store_open(c->state_dir, c->session, &c->store)) < 0)
+/* The scratch dir, the path policy and the network policy, with the run's grants. */
+static int setup_policy(struct run_ctx *c)
+{
+	int r = make_scratch(c->state_dir, &c->scratch);
+	if (r < 0)
+		return log_error_errno(r, "Failed to create the scratch directory: %m");
+	struct policy_error perr = {0};
+	r = policy_new(c->settings, c->workspace, c->scratch, c->home, c->state_dir, &c->policy,
+		       &perr);
+	if (r < 0) {
+		log_error("Failed to build the policy: %s",
+			  perr.message ? perr.message : strerror(-r));
+		policy_error_done(&perr);
+		return r;
+	}
+	if ((r = protect_settings_files(c)) < 0)
+		return r;
+	if ((r = net_new(c->settings, c->policy, c->workspace, c->scratch, &c->net)) < 0)
+		return log_error_errno(r, "Failed to set up the network policy: %m");
+	return add_approvals(c);
+}
+
+/* The session's backup store (and its remembered grants) and audit log. */
+static int setup_store(struct run_ctx *c)
+{
+	int r = store_open(c->state_dir, c->session, &c->store);
+	if (r < 0)
 		return log_error_errno(r, "Failed to open the backup store of session \"%s\": %m",
 				       c->session);
 	if ((r = approval_load_session(store_session_dir(c->store), c->policy, c->net)) < 0)
@@ -736,16 +621,21 @@ static int setup(struct run_ctx *c)
 	    .sync = c->settings->backup_sync,
 	};
 	store_set_durable(c->settings->backup_sync);
-	strbuf_reset(&sb);
+	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
 	strbuf_printf(&sb, "%s/audit.log", store_session_dir(c->store));
 	c->audit_path = strbuf_steal(&sb);
 	if (!c->audit_path ||
 	    (r = audit_open(c->audit_path, c->session, c->tool_call, &c->audit)) < 0)
 		return log_error_errno(r, "Failed to open the audit log \"%s\": %m",
 				       c->audit_path ? c->audit_path : "");
+	return 0;
+}
 
-	phase("store and audit log open");
-	if ((r = read_deny_list(c)) < 0)
+/* The Landlock ruleset and the seccomp filter the child installs, the proxy, the environment. */
+static int setup_sandbox(struct run_ctx *c)
+{
+	int r = read_deny_list(c);
+	if (r < 0)
 		return log_error_errno(r, "Failed to collect the read-denied paths: %m");
 	if (c->landlock) {
 		_cleanup_free_ char *failed = NULL;
@@ -771,6 +661,25 @@ static int setup(struct run_ctx *c)
 	return 0;
 }
 
+static int setup(struct run_ctx *c)
+{
+	int r;
+	if ((r = setup_settings(c)) < 0)
+		return r;
+	phase("settings loaded");
+	maybe_run_unsandboxed(c); /* returns only if the command is to be sandboxed */
+	if ((r = setup_kernel_features(c)) < 0 || (r = setup_session(c)) < 0)
+		return r;
+	phase("state dir and session");
+	if ((r = setup_policy(c)) < 0)
+		return r;
+	phase("scratch dir and policy");
+	if ((r = setup_store(c)) < 0)
+		return r;
+	phase("store and audit log open");
+	return setup_sandbox(c);
+}
+
 /* ---- one attempt: a turn, a broker, the sandboxed command ---- */
 
 struct attempt {
@@ -791,17 +700,12 @@ static void attempt_done(struct attempt *a)
 	*a = (struct attempt){0};
 }
 
-static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
+/* The attempt's turn (its own, or the session's open one) and its broker. */
+static int attempt_open_broker(struct run_ctx *c, const char *msg, struct attempt *a)
 {
-	int r, sfd = -1, sock[2] = {-1, -1};
-	struct supervisor *sv = NULL;
-	struct ipc_server *ipc = NULL;
-	sigset_t mask, oldmask;
-	bool mask_set = false;
-	a->exit_status = RUN_EXIT_FAILURE;
-
-	if ((r = store_turn_join_or_begin(c->store, &c->so, c->tool_call, msg, &a->turn,
-					  &a->turn_owned)) < 0)
+	int r =
+	    store_turn_join_or_begin(c->store, &c->so, c->tool_call, msg, &a->turn, &a->turn_owned);
+	if (r < 0)
 		return log_error_errno(r, "Failed to open a backup turn: %m");
 	phase("turn opened");
 	a->turn_id = strdup(store_turn_id(a->turn));
@@ -823,10 +727,16 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 	broker_set_policy(a->broker, c->policy);
 	if (c->settings->delete_to_trash)
 		broker_set_delete_mode(a->broker, BROKER_DELETE_TRASH);
+	return 0;
+}
 
-	/* The broker socket for the command's cooperative clients (DESIGN section 5). */
+/* The broker socket for the command's cooperative clients (DESIGN section 5); the command runs
+ * without it if it cannot be had. */
+static struct ipc_server *attempt_open_socket(struct run_ctx *c, struct attempt *a)
+{
+	struct ipc_server *ipc = NULL;
 	_cleanup_free_ char *ipc_path = NULL;
-	r = ipc_run_socket_path(c->session, &ipc_path);
+	int r = ipc_run_socket_path(c->session, &ipc_path);
 	struct ipc_config ic = {
 	    .socket_path = ipc_path, .session_id = c->session, .audit = c->audit};
 	if (r >= 0)
@@ -843,57 +753,82 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 	}
 	if (r < 0)
 		log_warning_errno(r, "The broker socket is not available to the command: %m");
+	return ipc;
+}
 
-	/* Signals are read from a signalfd; the child gets the old mask back. */
-	sigemptyset(&mask);
+/* Block the signals a run handles and return a signalfd that reads them, or -errno (logged). The
+ * mask before is in *ret_oldmask either way: the child gets it back. */
+static int block_signals(sigset_t *ret_oldmask)
+{
 	static const int sigs[] = {SIGCHLD, SIGINT,   SIGTERM, SIGHUP,
 				   SIGQUIT, SIGWINCH, SIGUSR1, SIGUSR2};
+	sigset_t mask;
+	sigemptyset(&mask);
 	for (size_t i = 0; i < ELEMENTSOF(sigs); i++)
 		sigaddset(&mask, sigs[i]);
-	sigprocmask(SIG_BLOCK, &mask, &oldmask);
-	mask_set = true;
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	sigprocmask(SIG_BLOCK, &mask, ret_oldmask);
+	int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0)
+		return log_error_errno(errno, "Failed to create a signalfd: %m");
+	return sfd;
+}
+
+/* The command ended and the sandbox is empty. */
+static void attempt_finish(struct run_ctx *c, struct attempt *a)
+{
+	/* Sockets and hosts refused for approval join the file prompts. */
+	size_t nn;
+	struct broker_prompt *nv = net_take_prompts(c->net, &nn);
+	for (size_t i = 0; i < nn; i++)
+		broker_add_prompt(a->broker, nv[i].path, 0, nv[i].op, nv[i].rule);
+	net_prompts_free(nv, nn);
+	phase("command ended, sandbox empty");
+	const struct broker_stats *bs = broker_get_stats(a->broker);
+	log_debug("%" PRIu64 " requests, %" PRIu64 " pre-images saved; group commit: %" PRIu64
+		  " requests shared %" PRIu64 " flushes",
+		  bs->requests, bs->backups_saved, bs->batched, bs->batch_syncs);
+
+	/* The terminal's foreground may still be the command's process group. */
+	if (isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) != getpgrp()) {
+		signal(SIGTTOU, SIG_IGN);
+		(void)tcsetpgrp(STDIN_FILENO, getpgrp());
+		signal(SIGTTOU, SIG_DFL);
+	}
+}
+
+static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
+{
+	struct supervisor *sv = NULL;
+	struct ipc_server *ipc = NULL;
+	sigset_t oldmask;
+	a->exit_status = RUN_EXIT_FAILURE;
+
+	int r = attempt_open_broker(c, msg, a);
+	if (r < 0)
+		return r;
+	ipc = attempt_open_socket(c, a);
+	int sfd = block_signals(&oldmask);
 	if (sfd < 0) {
-		r = log_error_errno(errno, "Failed to create a signalfd: %m");
+		r = sfd;
 		goto out;
 	}
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
 		r = log_error_errno(errno, "Failed to become the child subreaper: %m");
 		goto out;
 	}
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sock) < 0) {
-		r = log_error_errno(errno, "Failed to create a socket pair: %m");
-		goto out;
-	}
 	(void)audit_flush(c->audit);
 	phase("broker and socket ready");
-	fflush(NULL);
 
 	struct run_state rs = {.listener = -1};
-	rs.child = fork();
-	if (rs.child < 0) {
-		r = log_error_errno(errno, "Failed to fork: %m");
-		goto out;
-	}
-	if (rs.child == 0) {
-		close(sock[0]);
-		close(sfd);
-		child_main(c->o, sock[1], c->landlock ? &c->ll : NULL, &c->prog,
-			   c->feat.wait_killable, &oldmask);
-	}
-	close(sock[1]);
-	sock[1] = -1;
-	rs.listener = recv_fd(sock[0], rs.child);
+	const struct run_child_sandbox sb = {
+	    .landlock = c->landlock ? &c->ll : NULL,
+	    .prog = &c->prog,
+	    .wait_killable = c->feat.wait_killable,
+	    .oldmask = &oldmask,
+	};
+	rs.listener = run_child_start(c->o, &sb, sfd, &rs.child);
 	if (rs.listener < 0) {
-		int e = rs.listener;
-		int stage = (-e) >> 16, err = (-e) & 0xffff;
-		waitpid(rs.child, NULL, 0);
-		if (e == -ECHILD || e == -EPROTO)
-			r = log_error_errno(
-			    ECHILD,
-			    "Failed to start the sandboxed command: the child exited early");
-		else
-			r = log_error_errno(err, "Failed to %s: %m", stage_name(stage));
+		r = rs.listener;
 		goto out;
 	}
 	a->started = true;
@@ -916,38 +851,13 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 		;
 	safe_close(rs.listener);
 	a->exit_status = rs.child_done ? status_to_exit(rs.child_status) : RUN_EXIT_FAILURE;
-	{
-		/* Sockets and hosts refused for approval join the file prompts. */
-		size_t nn;
-		struct broker_prompt *nv = net_take_prompts(c->net, &nn);
-		for (size_t i = 0; i < nn; i++)
-			broker_add_prompt(a->broker, nv[i].path, 0, nv[i].op, nv[i].rule);
-		net_prompts_free(nv, nn);
-	}
-	phase("command ended, sandbox empty");
-	{
-		const struct broker_stats *bs = broker_get_stats(a->broker);
-		log_debug("%" PRIu64 " requests, %" PRIu64
-			  " pre-images saved; group commit: %" PRIu64 " requests shared %" PRIu64
-			  " flushes",
-			  bs->requests, bs->backups_saved, bs->batched, bs->batch_syncs);
-	}
+	attempt_finish(c, a);
 	r = 0;
-
-	/* The terminal's foreground may still be the command's process group. */
-	if (isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) != getpgrp()) {
-		signal(SIGTTOU, SIG_IGN);
-		(void)tcsetpgrp(STDIN_FILENO, getpgrp());
-		signal(SIGTTOU, SIG_DFL);
-	}
 out:
 	ipc_server_free(ipc);
 	supervisor_free(sv);
-	safe_close(sock[0]);
-	safe_close(sock[1]);
 	safe_close(sfd);
-	if (mask_set)
-		sigprocmask(SIG_SETMASK, &oldmask, NULL);
+	sigprocmask(SIG_SETMASK, &oldmask, NULL);
 	(void)audit_flush(c->audit);
 	return r;
 }
@@ -1073,100 +983,6 @@ static void report_backup_gaps(const struct run_ctx *c, const struct attempt *a)
 		log_warning("  %s", oversize[i]);
 }
 
-/* ---- inside another brokered run ---- */
-
-/* The value of "Key:" in /proc/<pid>/status, as a number; -errno if absent. */
-static int64_t proc_status_field(pid_t pid, const char *key)
-{
-	char path[64], line[256];
-	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return negative_errno();
-	size_t n = strlen(key);
-	int64_t v = -ENOENT;
-	while (fgets(line, sizeof line, f))
-		if (strncmp(line, key, n) == 0 && line[n] == ':') {
-			v = strtoll(line + n + 1, NULL, 10);
-			break;
-		}
-	fclose(f);
-	return v;
-}
-
-/* Is pid one of our ancestors? */
-static bool is_ancestor(pid_t pid)
-{
-	pid_t p = getppid();
-	for (int depth = 0; p > 1 && depth < 4096; depth++) {
-		if (p == pid)
-			return true;
-		int64_t pp = proc_status_field(p, "PPid");
-		if (pp < 0)
-			return false;
-		p = (pid_t)pp;
-	}
-	return false;
-}
-
-/*
- * Are we a command of a `brokered run` (an agent that is itself sandboxed starts brokered)? Such a
- * run could not open the store (the outer policy closes the state dir) nor stack a second seccomp
- * listener, and it need not: every system call of its processes already goes to the outer broker,
- * which checks it and backs it up into the outer run's turn. Believed only when it is certain: we
- * are under no_new_privs and a seccomp filter, and the socket in BROKERED_IPC_ADDRESS is served by
- * one of our ancestors (the outer `brokered run` serves its command's socket itself).
- * 1: inside; 0: not (no such environment, or not sandboxed at all: a stale variable); -EPERM: the
- * environment says so and we are sandboxed, but the broker is not an ancestor (not believed).
- */
-static int inside_brokered(pid_t *ret_broker)
-{
-	const char *addr = getenv("BROKERED_IPC_ADDRESS");
-	*ret_broker = 0;
-	if (!addr || !getenv("BROKERED_SESSION_ID"))
-		return 0;
-	if (proc_status_field(getpid(), "Seccomp") != 2 ||
-	    proc_status_field(getpid(), "NoNewPrivs") != 1)
-		return 0;
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	if (strlen(addr) >= sizeof sa.sun_path)
-		return -EPERM;
-	strcpy(sa.sun_path, addr);
-	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct ucred cred;
-	socklen_t len = sizeof cred;
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
-	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
-		return -EPERM;
-	*ret_broker = cred.pid;
-	return cred.pid > 0 && is_ancestor(cred.pid) ? 1 : -EPERM;
-}
-
-/* The command of a run inside a run: executed directly, brokered by the outer broker. */
-static int run_inside_brokered(const struct run_options *o, pid_t broker)
-{
-	const char *outer_only = o->rollback ? "--rollback" : o->n_approve ? "--approve" : NULL;
-	if (o->dangerously_disable_sandbox)
-		outer_only = "--dangerously-disable-sandbox";
-	if (outer_only) {
-		log_error("This brokered run is inside another one (broker pid %d, session %s): %s "
-			  "applies to the outer run only. Run it outside.",
-			  (int)broker, getenv("BROKERED_SESSION_ID"), outer_only);
-		return RUN_EXIT_FAILURE;
-	}
-	log_debug("inside brokered run (broker pid %d, session %s): running the command directly; "
-		  "the outer broker checks and backs up its changes, in the outer turn",
-		  (int)broker, getenv("BROKERED_SESSION_ID"));
-	if (o->tool_call && setenv("BROKERED_TOOL_CALL_ID", o->tool_call, 1) < 0)
-		return log_error_errno(errno, "Failed to set BROKERED_TOOL_CALL_ID: %m"),
-		       RUN_EXIT_FAILURE;
-	fflush(NULL);
-	execvp(o->argv[0], o->argv);
-	int e = errno;
-	log_error_errno(e, "Failed to execute \"%s\": %m", o->argv[0]);
-	return e == ENOENT ? RUN_EXIT_NOT_FOUND : RUN_EXIT_CANNOT_EXEC;
-}
-
 /*
  * Git configuration, hooks and gitfiles are judged on their content when the command ends
  * (git-guard.h): each block becomes a prompt block of the attempt. -errno: the check failed.
@@ -1247,6 +1063,94 @@ static int git_guard_roll_back(struct run_ctx *c, const char *turn_id,
 
 #define MAX_ATTEMPTS 4
 
+/* The last attempt (nothing to approve, or no more reruns): report, commit, roll back the git
+ * changes that need approval. The exit status. */
+static int attempt_last(struct run_ctx *c, struct attempt *a, const char *msg, int n,
+			const struct git_guard_block *gb, size_t ngb)
+{
+	size_t np;
+	(void)broker_prompts(a->broker, &np);
+	int ret = a->exit_status;
+	if (c->o->json)
+		print_json_report(c, a, np ? RUN_EXIT_APPROVAL : ret, n);
+	if (np)
+		ret = RUN_EXIT_APPROVAL;
+	attempt_commit(c, a, msg);
+	if (git_guard_roll_back(c, a->turn_id, gb, ngb) < 0)
+		ret = RUN_EXIT_FAILURE;
+	phase("turn committed");
+	return ret;
+}
+
+/* Nothing was granted: say what needs approval and how to give it, commit the attempt, roll back
+ * what needs approval. The exit status. */
+static int attempt_refused(struct run_ctx *c, struct attempt *a, const char *msg, int n,
+			   const struct git_guard_block *gb, size_t ngb, bool recorded)
+{
+	size_t np;
+	const struct broker_prompt *pv = broker_prompts(a->broker, &np);
+	bool can_roll_back = a->turn_owned && c->settings->backup_enabled;
+	if (c->o->json)
+		print_json_report(c, a, RUN_EXIT_APPROVAL, n);
+	log_error("%zu access(es) need approval; nothing was granted:", np);
+	for (size_t i = 0; i < np && i < 20; i++) {
+		char acc[64];
+		approval_access_names(pv[i].access, acc, sizeof acc);
+		log_error("  %s %s (%s)", acc, pv[i].path, pv[i].rule);
+	}
+	/* Git changes that need approval are in place: the attempt is undone whole. */
+	bool undo_all = ngb && can_roll_back && recorded;
+	if (undo_all)
+		log_error("Hint: to allow them, rerun with --approve PATH[=ACCESS] for each (the "
+			  "attempt was rolled back: its git changes need approval).");
+	else if (can_roll_back && recorded)
+		log_error("Hint: to allow them, rerun with --rollback %s and --approve "
+			  "PATH[=ACCESS], unix:PATH or net:HOST for each.",
+			  a->turn_id);
+	else if (can_roll_back)
+		log_error("Hint: to allow them, rerun with --approve PATH[=ACCESS], unix:PATH or "
+			  "net:HOST for each (the attempt changed nothing).");
+	else
+		log_error("Hint: to allow them, rerun with --approve PATH[=ACCESS], unix:PATH or "
+			  "net:HOST for each (inside an explicit turn the attempt is not rolled "
+			  "back).");
+	int ret = RUN_EXIT_APPROVAL;
+	attempt_commit(c, a, msg);
+	if (undo_all ? rollback_turn(c, a->turn_id) < 0
+		     : git_guard_roll_back(c, a->turn_id, gb, ngb) < 0)
+		ret = RUN_EXIT_FAILURE;
+	return ret;
+}
+
+/* The user approved: grant it, commit and roll back the refused attempt, and make a fresh scratch
+ * dir for the rerun. 0, or -errno once logged. */
+static int attempt_approved(struct run_ctx *c, struct attempt *a, const char *msg,
+			    enum approval_answer ans, bool recorded)
+{
+	size_t np;
+	const struct broker_prompt *pv = broker_prompts(a->broker, &np);
+	for (size_t i = 0; i < np; i++)
+		if (net_is_grant(pv[i].path)
+			? net_add_grant(c->net, pv[i].path) < 0
+			: policy_add_grant(c->policy, pv[i].path, pv[i].access) < 0)
+			log_warning("Failed to grant \"%s\"", pv[i].path);
+	if (ans == APPROVAL_SESSION &&
+	    approval_save_session(store_session_dir(c->store), pv, np) < 0)
+		log_warning("Failed to remember the grants for the session");
+	_cleanup_strbuf_ struct strbuf cm = STRBUF_INIT;
+	strbuf_printf(&cm, "%s (attempt refused, rolled back for approval)", msg);
+	if (attempt_commit(c, a, strbuf_cstr(&cm)) < 0 ||
+	    (recorded && rollback_turn(c, a->turn_id) < 0)) {
+		log_error("Not rerunning: the refused attempt could not be rolled back");
+		return -EBUSY;
+	}
+	attempt_done(a);
+	(void)rm_rf_at(AT_FDCWD, c->scratch);
+	if (mkdir(c->scratch, 0700) < 0)
+		return log_error_errno(errno, "Failed to recreate the scratch directory: %m");
+	return 0;
+}
+
 int run_command(const struct run_options *o)
 {
 	struct run_ctx c = {.o = o, .ll = {.ruleset_fd = -1}};
@@ -1257,9 +1161,9 @@ int run_command(const struct run_options *o)
 
 	phase("start");
 	pid_t broker;
-	int in = inside_brokered(&broker);
+	int in = run_inside_brokered(&broker);
 	if (in > 0)
-		return run_inside_brokered(o, broker);
+		return run_nested_exec(o, broker);
 	/* Not confirmed (a broker that is not an ancestor, or another seccomp sandbox with the
 	 * variables of a `brokered serve`): a run of our own, brokered as usual, is always safe. */
 	if (setup(&c) < 0) {
@@ -1294,80 +1198,20 @@ int run_command(const struct run_options *o)
 		ret = a.exit_status;
 		report_backup_gaps(&c, &a);
 		if (np == 0 || n >= MAX_ATTEMPTS) {
-			if (o->json)
-				print_json_report(&c, &a, np ? RUN_EXIT_APPROVAL : ret, n);
-			if (np)
-				ret = RUN_EXIT_APPROVAL;
-			attempt_commit(&c, &a, msg);
-			if (git_guard_roll_back(&c, a.turn_id, gb, ngb) < 0)
-				ret = RUN_EXIT_FAILURE;
-			phase("turn committed");
+			ret = attempt_last(&c, &a, msg, n, gb, ngb);
 			break;
 		}
 		/* Refusals that the user may approve: ask once, roll back, rerun with grants. */
 		enum approval_answer ans = APPROVAL_DENY;
 		bool recorded = store_turn_recorded(a.turn);
-		bool can_roll_back = a.turn_owned && c.settings->backup_enabled;
-		if (approval_interactive() && can_roll_back)
+		if (approval_interactive() && a.turn_owned && c.settings->backup_enabled)
 			ans = approval_ask(pv, np);
 		if (ans == APPROVAL_DENY) {
-			if (o->json)
-				print_json_report(&c, &a, RUN_EXIT_APPROVAL, n);
-			log_error("%zu access(es) need approval; nothing was granted:", np);
-			for (size_t i = 0; i < np && i < 20; i++) {
-				char acc[64];
-				approval_access_names(pv[i].access, acc, sizeof acc);
-				log_error("  %s %s (%s)", acc, pv[i].path, pv[i].rule);
-			}
-			/* Git changes that need approval are in place: the attempt is undone whole.
-			 */
-			bool undo_all = ngb && can_roll_back && recorded;
-			if (undo_all)
-				log_error("Hint: to allow them, rerun with --approve PATH[=ACCESS] "
-					  "for each (the attempt was rolled back: its git changes "
-					  "need approval).");
-			else if (can_roll_back && recorded)
-				log_error(
-				    "Hint: to allow them, rerun with --rollback %s and --approve "
-				    "PATH[=ACCESS], unix:PATH or net:HOST for each.",
-				    a.turn_id);
-			else if (can_roll_back)
-				log_error("Hint: to allow them, rerun with --approve "
-					  "PATH[=ACCESS], unix:PATH or net:HOST for each (the "
-					  "attempt changed nothing).");
-			else
-				log_error("Hint: to allow them, rerun with --approve "
-					  "PATH[=ACCESS], unix:PATH or net:HOST for each (inside "
-					  "an explicit turn the attempt is not rolled back).");
-			ret = RUN_EXIT_APPROVAL;
-			attempt_commit(&c, &a, msg);
-			if (undo_all ? rollback_turn(&c, a.turn_id) < 0
-				     : git_guard_roll_back(&c, a.turn_id, gb, ngb) < 0)
-				ret = RUN_EXIT_FAILURE;
+			ret = attempt_refused(&c, &a, msg, n, gb, ngb, recorded);
 			break;
 		}
-		for (size_t i = 0; i < np; i++)
-			if (net_is_grant(pv[i].path)
-				? net_add_grant(c.net, pv[i].path) < 0
-				: policy_add_grant(c.policy, pv[i].path, pv[i].access) < 0)
-				log_warning("Failed to grant \"%s\"", pv[i].path);
-		if (ans == APPROVAL_SESSION &&
-		    approval_save_session(store_session_dir(c.store), pv, np) < 0)
-			log_warning("Failed to remember the grants for the session");
-		_cleanup_strbuf_ struct strbuf cm = STRBUF_INIT;
-		strbuf_printf(&cm, "%s (attempt refused, rolled back for approval)", msg);
-		if (attempt_commit(&c, &a, strbuf_cstr(&cm)) < 0 ||
-		    (recorded && rollback_turn(&c, a.turn_id) < 0)) {
-			log_error("Not rerunning: the refused attempt could not be rolled back");
+		if (attempt_approved(&c, &a, msg, ans, recorded) < 0)
 			goto out;
-		}
-		attempt_done(&a);
-		/* A fresh scratch dir for the rerun. */
-		(void)remove_tree_at(AT_FDCWD, c.scratch, 0);
-		if (mkdir(c.scratch, 0700) < 0) {
-			log_error_errno(errno, "Failed to recreate the scratch directory: %m");
-			goto out;
-		}
 		log_info("rerunning with approval (attempt %d)", n + 1);
 	}
 out:

@@ -15,6 +15,7 @@
 #include "basic/macro.h"
 #include "basic/path-util.h"
 #include "basic/strbuf.h"
+#include "basic/string-table.h"
 
 #define SETTINGS_STRING_MAX BROKERED_PATH_MAX
 
@@ -273,15 +274,17 @@ static int apply_net_mode(struct loader *l, const char *key, const struct json_v
 					    [SETTINGS_NET_PROXY] = "proxy"};
 	size_t n;
 	const char *m = json_get_string(v, &n);
-	for (size_t i = 0; m && i < ELEMENTSOF(names); i++)
-		if (n == strlen(names[i]) && memcmp(m, names[i], n) == 0) {
-			int r = mark_set(l, key, SET_NET_MODE);
-			if (r < 0)
-				return r;
-			l->s->net_mode = (enum settings_net_mode)i;
-			return 0;
-		}
-	return type_error(l, key, "\"allow\", \"deny\" or \"proxy\"", v);
+	/* a NUL inside the JSON string names no mode */
+	ssize_t i = m && strlen(m) == n
+			? string_table_lookup_from_string(names, ELEMENTSOF(names), m)
+			: -EINVAL;
+	if (i < 0)
+		return type_error(l, key, "\"allow\", \"deny\" or \"proxy\"", v);
+	int r = mark_set(l, key, SET_NET_MODE);
+	if (r < 0)
+		return r;
+	l->s->net_mode = (enum settings_net_mode)i;
+	return 0;
 }
 
 /* A host name pattern: letters, digits, '-', '_', '.', ':' (IPv6 literals), a leading "*.". */

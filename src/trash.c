@@ -12,7 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "basic/fs-util.h"
+#include "basic/hexdecoct.h"
 #include "basic/macro.h"
+#include "basic/stat-util.h"
 #include "basic/user-util.h"
 #include "basic/path-util.h"
 
@@ -43,17 +46,6 @@ int trash_path_encode(const char *path, struct strbuf *out)
 	return out->oom ? -ENOMEM : 0;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int trash_path_decode(const char *s, size_t n, struct strbuf *out)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -63,7 +55,7 @@ int trash_path_decode(const char *s, size_t n, struct strbuf *out)
 		if (c == '%') {
 			if (i + 2 >= n)
 				return -EINVAL;
-			int h = hexval(s[i + 1]), l = hexval(s[i + 2]);
+			int h = unhexchar(s[i + 1]), l = unhexchar(s[i + 2]);
 			if (h < 0 || l < 0 || (h == 0 && l == 0))
 				return -EINVAL;
 			c = (char)(h << 4 | l);
@@ -395,8 +387,7 @@ static char *mount_unescape(const char *s)
 struct dirlist {
 	char *dirs[TRASH_DIRS_MAX];
 	char *tops[TRASH_DIRS_MAX];
-	dev_t dev[TRASH_DIRS_MAX];
-	ino_t ino[TRASH_DIRS_MAX];
+	struct stat st[TRASH_DIRS_MAX];
 	size_t n;
 };
 
@@ -407,7 +398,7 @@ static void dirlist_add(struct dirlist *l, const char *dir, const char *top)
 	    st.st_uid != getuid())
 		return;
 	for (size_t i = 0; i < l->n; i++)
-		if (l->dev[i] == st.st_dev && l->ino[i] == st.st_ino)
+		if (stat_inode_same(&l->st[i], &st))
 			return;
 	l->dirs[l->n] = strdup(dir);
 	l->tops[l->n] = top ? strdup(top) : NULL;
@@ -415,8 +406,7 @@ static void dirlist_add(struct dirlist *l, const char *dir, const char *top)
 		free(l->tops[l->n]);
 		return;
 	}
-	l->dev[l->n] = st.st_dev;
-	l->ino[l->n] = st.st_ino;
+	l->st[l->n] = st;
 	l->n++;
 }
 
@@ -468,11 +458,9 @@ static int list_one(const char *dir, const char *top, struct trash_entry **v, si
 	strbuf_free(&sb);
 	if (ifd < 0)
 		return 0;
-	DIR *d = fdopendir(ifd);
-	if (!d) {
-		close(ifd);
+	DIR *d = xfdopendir(ifd);
+	if (!d)
 		return 0;
-	}
 	struct dirent *de;
 	int r = 0;
 	while (r >= 0 && (de = readdir(d))) {
@@ -626,36 +614,6 @@ int trash_restore(const struct trash_entry *e, const char *to)
 	return 0;
 }
 
-static int remove_tree_at(int parent, const char *name, unsigned depth)
-{
-	if (depth > 256)
-		return -ELOOP;
-	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		if (errno != ENOTDIR && errno != ELOOP)
-			return negative_errno();
-		return unlinkat(parent, name, 0) < 0 ? negative_errno() : 0;
-	}
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return negative_errno();
-	}
-	int r = 0;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		int k = remove_tree_at(dirfd(d), de->d_name, depth + 1);
-		if (k < 0 && r >= 0)
-			r = k;
-	}
-	closedir(d);
-	if (unlinkat(parent, name, AT_REMOVEDIR) < 0 && r >= 0)
-		r = negative_errno();
-	return r;
-}
-
 int trash_remove(const struct trash_entry *e)
 {
 	if (!path_component_valid(e->name))
@@ -670,7 +628,7 @@ int trash_remove(const struct trash_entry *e)
 		return ifd;
 	int r = 0;
 	if (ffd >= 0) {
-		r = remove_tree_at(ffd, e->name, 0);
+		r = rm_rf_at(ffd, e->name);
 		if (r == -ENOENT)
 			r = 0;
 	}

@@ -3,6 +3,8 @@
 
 #include <errno.h>
 
+#include "hexdecoct.h"
+
 static bool needs_escape(unsigned char c)
 {
 	return c <= 0x20 || c >= 0x7f || c == '\\' || c == '"' || c == '=' || c == '\'';
@@ -28,17 +30,6 @@ int escape_append(struct strbuf *sb, const char *s, size_t n)
 	return 0;
 }
 
-static int unhex(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int unescape_append(struct strbuf *sb, const char *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -49,7 +40,7 @@ int unescape_append(struct strbuf *sb, const char *s, size_t n)
 				return -EINVAL;
 			if (s[i + 1] != 'x')
 				return -EINVAL;
-			int hi = unhex(s[i + 2]), lo = unhex(s[i + 3]);
+			int hi = unhexchar(s[i + 2]), lo = unhexchar(s[i + 3]);
 			if (hi < 0 || lo < 0)
 				return -EINVAL;
 			char b = (char)(hi << 4 | lo);

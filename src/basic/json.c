@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hexdecoct.h"
 #include "macro.h"
 #include "strbuf.h"
+#include "string-table.h"
 
 struct json_member {
 	char *key;
@@ -130,11 +132,7 @@ static int hex4(struct parser *p, size_t at, uint32_t *ret)
 		return fail_at(p, at, -EINVAL, "truncated \\u escape");
 	uint32_t v = 0;
 	for (size_t i = at; i < at + 4; i++) {
-		char c = p->buf[i];
-		int d = c >= '0' && c <= '9'   ? c - '0'
-			: c >= 'a' && c <= 'f' ? c - 'a' + 10
-			: c >= 'A' && c <= 'F' ? c - 'A' + 10
-					       : -1;
+		int d = unhexchar(p->buf[i]);
 		if (d < 0)
 			return fail_at(p, i, -EINVAL, "invalid \\u escape");
 		v = v << 4 | (uint32_t)d;
@@ -696,25 +694,16 @@ enum json_type json_type(const struct json_value *v)
 	return v ? v->type : JSON_NULL;
 }
 
+static const char *const json_type_table[] = {
+    [JSON_NULL] = "null",     [JSON_BOOL] = "boolean",	[JSON_INT] = "integer",
+    [JSON_DOUBLE] = "number", [JSON_STRING] = "string", [JSON_ARRAY] = "array",
+    [JSON_OBJECT] = "object",
+};
+DEFINE_PRIVATE_STRING_TABLE_LOOKUP_TO_STRING(json_type, enum json_type);
+
 const char *json_type_name(enum json_type t)
 {
-	switch (t) {
-	case JSON_NULL:
-		return "null";
-	case JSON_BOOL:
-		return "boolean";
-	case JSON_INT:
-		return "integer";
-	case JSON_DOUBLE:
-		return "number";
-	case JSON_STRING:
-		return "string";
-	case JSON_ARRAY:
-		return "array";
-	case JSON_OBJECT:
-		return "object";
-	}
-	return "unknown";
+	return json_type_to_string(t) ?: "unknown";
 }
 
 const struct json_value *json_object_getn(const struct json_value *v, const char *key, size_t len)

@@ -24,5 +24,10 @@ bool path_is_under(const char *path, const char *prefix);
 int path_split(const char *path, char **ret_parent, const char **ret_name);
 /* Replace a leading home directory with "~" (for rule matching and display). */
 int path_home_to_tilde(const char *path, const char *home, struct strbuf *out);
+/* "." or "..": the entries readdir() returns that are no children. */
+static inline bool dot_or_dot_dot(const char *name)
+{
+	return name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+}
 /* A single component is valid: not empty, not "." or "..", no '/'. */
 bool path_component_valid(const char *name);

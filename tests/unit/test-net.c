@@ -155,6 +155,8 @@ static void settings_errors(void)
 {
 	static const char *const bad[] = {
 	    "{\"sandbox\": {\"network\": {\"mode\": \"open\"}}}",
+	    "{\"sandbox\": {\"network\": {\"mode\": \"Proxy\"}}}",
+	    "{\"sandbox\": {\"network\": {\"mode\": \"\"}}}",
 	    "{\"sandbox\": {\"network\": {\"allowedDomains\": [\"exa mple.com\"]}}}",
 	    "{\"sandbox\": {\"network\": {\"allowedDomains\": \"example.com\"}}}",
 	    "{\"sandbox\": {\"network\": {\"allowedDomains\": [\"a/b\"]}}}",
