@@ -1047,13 +1047,11 @@ static int do_rename(struct broker *b, const struct broker_req *q, struct broker
 			goto out;
 		}
 	}
-	enum git_guard_make how =
-	    S_ISREG(res->st.st_mode) ? GIT_GUARD_MAKE_FILE : GIT_GUARD_MAKE_RENAMED;
-	if ((r = check_git_guard(b, dst.real, how, l)) < 0 ||
+	if ((r = check_git_guard(b, dst.real, git_guard_make_renamed(res->real, res->st.st_mode),
+				 l)) < 0 ||
 	    (exchange &&
-	     (r = check_git_guard(
-		  b, res->real,
-		  S_ISREG(dst.st.st_mode) ? GIT_GUARD_MAKE_FILE : GIT_GUARD_MAKE_RENAMED, l)) < 0))
+	     (r = check_git_guard(b, res->real, git_guard_make_renamed(dst.real, dst.st.st_mode),
+				  l)) < 0))
 		goto out;
 	/* Both names must be allowed: delete on the source, write on the target. */
 	const char *reason2 = NULL;

@@ -123,6 +123,22 @@ int git_guard_turn_marks(struct store *s, const char *turn_id, struct strbuf *ou
 	return out->oom ? -ENOMEM : 0;
 }
 
+/*
+ * A directory moved out of a git directory (".git" itself, or ".git/modules/NAME" when git absorbs
+ * or un-absorbs a submodule's) may become a ".git": what git would read in it was guarded where it
+ * was, and the check at the end of the command walks it under its new name (and its "commondir"
+ * must name a guarded git directory). Any other directory renamed to ".git" is refused.
+ */
+enum git_guard_make git_guard_make_renamed(const char *src_real, mode_t mode)
+{
+	if (S_ISREG(mode))
+		return GIT_GUARD_MAKE_FILE;
+	if (S_ISDIR(mode) && src_real && git_guard_classify(src_real) == GIT_GUARD_GITFILE)
+		return GIT_GUARD_MAKE_GITDIR;
+	const char *m = S_ISDIR(mode) && src_real ? strstr(src_real, "/.git/modules/") : NULL;
+	return m && m[14] && m[14] != '/' ? GIT_GUARD_MAKE_GITDIR : GIT_GUARD_MAKE_RENAMED;
+}
+
 bool git_guard_name_allowed(const char *real, enum git_guard_make how)
 {
 	const char *name = strrchr(real, '/');
@@ -130,7 +146,8 @@ bool git_guard_name_allowed(const char *real, enum git_guard_make how)
 		return true;
 	name++;
 	if (strcmp(name, ".git") == 0)
-		return how == GIT_GUARD_MAKE_MKDIR || how == GIT_GUARD_MAKE_FILE;
+		return how == GIT_GUARD_MAKE_MKDIR || how == GIT_GUARD_MAKE_FILE ||
+		       how == GIT_GUARD_MAKE_GITDIR;
 	if (strcmp(name, "hooks") != 0)
 		return true;
 	/* ".../.git/hooks", or a hooks directory anywhere below ".git/modules/" */
@@ -947,6 +964,21 @@ static int check_hook(struct guard *g, const char *path, const struct store_reco
 	return add_block(g, path, undo, "git-hook: new or changed");
 }
 
+/* Is target (a real path) a git directory brokered guards like ".git" itself: ".git", a
+ * submodule's ".git/modules/NAME" or, with worktrees, a linked work tree's ".git/worktrees/NAME"?
+ */
+static bool guarded_gitdir(struct guard *g, const char *target, bool worktrees)
+{
+	if (!path_is_under(target, g->o->workspace))
+		return false;
+	if (git_guard_classify(target) == GIT_GUARD_GITFILE)
+		return true;
+	const char *m = strstr(target, "/.git/modules/"), *w = strstr(target, "/.git/worktrees/");
+	if (m && m[14] && m[14] != '/')
+		return true;
+	return worktrees && w && w[16] && w[16] != '/' && !strchr(w + 16, '/');
+}
+
 /* A ".git" file may name only a git directory brokered guards like ".git" itself. */
 static int check_gitfile(struct guard *g, const char *path, const struct store_record *pre,
 			 const char *undo)
@@ -965,15 +997,40 @@ static int check_gitfile(struct guard *g, const char *path, const struct store_r
 		return 0; /* git refuses a .git file that is not "gitdir: ..." */
 	if ((r = dir_of(path, &dir)) < 0 || (r = resolve_against(dir, NULL, t, &target)) < 0)
 		return r;
-	if (path_is_under(target, g->o->workspace)) {
-		const char *m = strstr(target, "/.git/modules/"),
-			   *w = strstr(target, "/.git/worktrees/");
-		if (m && m[14] && m[14] != '/')
-			return 0;
-		if (w && w[16] && w[16] != '/' && !strchr(w + 16, '/'))
-			return 0;
-	}
+	if (guarded_gitdir(g, target, true))
+		return 0;
 	strbuf_printf(&what, "gitfile: gitdir: %s", t);
+	return what.oom ? -ENOMEM : add_block(g, path, undo, what.buf);
+}
+
+/* A gitdir's "commondir" (where git reads the shared config and hooks) may name only a git
+ * directory brokered guards like ".git" itself, as a linked work tree's "../.." does. */
+static int check_commondir(struct guard *g, const char *path, const char *gitdir,
+			   const struct store_record *pre, const char *undo)
+{
+	if (approved(g, path) || same_as_preimage(g, pre, path))
+		return 0;
+	struct stat st;
+	if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+		return add_block(g, path, undo, "commondir: not a regular file");
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	_cleanup_strbuf_ struct strbuf c = STRBUF_INIT, what = STRBUF_INIT;
+	_cleanup_free_ char *target = NULL;
+	if (fd < 0)
+		return 0;
+	int r = read_fd(fd, GITFILE_MAX, &c);
+	if (r < 0)
+		return add_block(g, path, undo, "commondir: unreadable or too large to check");
+	while (c.len && (c.buf[c.len - 1] == '\n' || c.buf[c.len - 1] == '\r'))
+		c.buf[--c.len] = '\0';
+	if (!c.len || memchr(c.buf, '\n', c.len) || memchr(c.buf, '\0', c.len))
+		return add_block(g, path, undo, "commondir: not one path");
+	if ((r = resolve_against(gitdir, NULL, c.buf, &target)) < 0)
+		return r;
+	/* not a linked work tree's directory: its "config" is not guarded as one */
+	if (guarded_gitdir(g, target, false))
+		return 0;
+	strbuf_printf(&what, "commondir: %s", c.buf);
 	return what.oom ? -ENOMEM : add_block(g, path, undo, what.buf);
 }
 
@@ -1080,6 +1137,8 @@ static int consider(struct guard *g, const char *path, const struct store_record
 			return check_config(g, path, pre, undo, gitdir);
 		if (hook_rel(rel))
 			return check_hook(g, path, pre, undo);
+		if (!strcmp(rel, "commondir"))
+			return check_commondir(g, path, gitdir, pre, undo);
 		return 0;
 	}
 	size_t own = SIZE_MAX;

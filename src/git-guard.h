@@ -33,6 +33,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 struct policy;
 struct store;
@@ -56,7 +57,11 @@ enum git_guard_make {
 	GIT_GUARD_MAKE_MKDIR,	/* mkdir */
 	GIT_GUARD_MAKE_RENAMED, /* a rename of a directory (or anything but a regular file) */
 	GIT_GUARD_MAKE_OTHER,	/* symlink, mknod */
+	GIT_GUARD_MAKE_GITDIR,	/* a rename of a directory inside a git directory (git's
+				   absorbgitdirs) */
 };
+/* How a rename of src (its real path and mode) makes its new name. */
+enum git_guard_make git_guard_make_renamed(const char *src_real, mode_t mode);
 /* May a name at this real path be made this way? False: refuse it (EACCES, "protected:git"). */
 bool git_guard_name_allowed(const char *real, enum git_guard_make how);
 

@@ -21,7 +21,7 @@ PAY='printf "#!/bin/sh\ntouch '"$MARK"'\ncat >/dev/null 2>&1 </dev/null\n" > pay
 
 # fresh_repo [sub]: the user's own repository (made natively), with a commit; "sub" adds a submodule
 fresh_repo() {
-	cd "$WS" && rm -rf repo evil evil.git g2 inc.cfg && rm -f "$MARK" && rm -rf "$OUTSIDE/wt"/* &&
+	cd "$WS" && rm -rf repo evil evil.git evilc g2 inc.cfg && rm -f "$MARK" && rm -rf "$OUTSIDE/wt"/* &&
 		git init -q repo && cd repo && echo one >f.txt && git add f.txt && git commit -qm one || return 1
 	if [ "${1:-}" = sub ]; then
 		git submodule add -q "$LIB" lib && git commit -qm sub || return 1

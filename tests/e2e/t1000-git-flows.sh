@@ -63,6 +63,17 @@ brun "git rm of a submodule" 'cd clone && git rm -q vendor/lib && git commit -qm
 [ ! -e clone/vendor/lib ]
 ok $? "submodule removed"
 
+brun "a submodule whose .git is a directory, absorbed (git submodule absorbgitdirs)" \
+	'cd app/lib && rm .git && mv ../.git/modules/lib .git && GIT_WORK_TREE=. git config --unset core.worktree &&
+	 cd .. && git submodule absorbgitdirs'
+is "$(sed -n 's/^gitdir: //p' app/lib/.git)" "../.git/modules/lib" "absorbed: the submodule's .git is a gitfile again"
+is "$(git -C app/lib log --format=%s -1)" v2 "the user's git works in the absorbed submodule"
+brun "git rm of a submodule whose .git is a directory (git absorbs it first)" \
+	'cd app/lib && rm .git && mv ../.git/modules/lib .git && GIT_WORK_TREE=. git config --unset core.worktree &&
+	 cd .. && git rm -q lib && git commit -qm "drop lib"'
+[ ! -e app/lib ] && [ -d app/.git/modules/lib ]
+ok $? "git rm removed the submodule and kept its git directory in .git/modules"
+
 mkdir -p app/nested && git -C app/nested init -q && echo x >app/nested/x && echo junk >app/junk
 brun "git clean -ffdx next to a nested repository" 'cd app && git clean -q -ffdx'
 [ ! -e app/nested ] && [ ! -e app/junk ] && [ -e app/a.txt ]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Git guard, hook and gitdir plants: hooks in .git/hooks, core.hooksPath, a submodule's config, a
 # file an existing include.path pulls in, a hook under an existing hooksPath, a gitfile to a crafted
-# gitdir, a crafted directory renamed to .git or into .git/modules, a planted bare repository. Each
+# gitdir, a crafted directory renamed to .git or into .git/modules, a submodule's git directory
+# made its .git around a hook, a linked work tree's commondir, a planted bare repository. Each
 # plant natively runs the payload at the user's next git command; under brokered it must not.
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib.sh"
@@ -27,6 +28,15 @@ plant "a crafted directory renamed to .git" "" \
 plant "a hook in a gitdir renamed into .git/modules" "" \
 	"cp -r .git ../g2 && $HOOK > ../g2/hooks/pre-commit && chmod +x ../g2/hooks/pre-commit && mkdir -p .git/modules && mv ../g2 .git/modules/x && mkdir x && echo 'gitdir: ../.git/modules/x' > x/.git" \
 	"cd x && $COMMIT"
+plant "a hook in a submodule's git directory, which then becomes its .git" sub \
+	"$HOOK > .git/modules/lib/hooks/pre-commit && chmod +x .git/modules/lib/hooks/pre-commit && rm lib/.git && mv .git/modules/lib lib/.git && (cd lib && GIT_WORK_TREE=. git config --unset core.worktree)" \
+	"cd lib && $COMMIT"
+plant "a submodule's git directory made its .git, then a hook added" sub \
+	"rm lib/.git && mv .git/modules/lib lib/.git && (cd lib && GIT_WORK_TREE=. git config --unset core.worktree) && $HOOK > lib/.git/hooks/pre-commit && chmod +x lib/.git/hooks/pre-commit" \
+	"cd lib && $COMMIT"
+plant "a linked work tree's commondir pointing at a crafted directory" "" \
+	"git worktree add -q w2 && cp -r .git ../evilc && rm ../evilc/HEAD && git config -f ../evilc/config core.fsmonitor \"\$PWD/pay.sh\" && echo \"\$PWD/../evilc\" > .git/worktrees/w2/commondir" \
+	"cd w2 && git status"
 plant "a planted bare repository" "" \
 	"git init -q --bare ../evil.git && $HOOK > ../evil.git/hooks/pre-receive && chmod +x ../evil.git/hooks/pre-receive" \
 	'git push -q ../evil.git HEAD:refs/heads/x'

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <sys/stat.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +133,30 @@ static void test_names(void)
 	   "a submodule's hooks as a symlink");
 	ok(git_guard_name_allowed("/ws/.git/hooks", GIT_GUARD_MAKE_MKDIR), "hooks by mkdir");
 	ok(git_guard_name_allowed("/ws/src/hooks", GIT_GUARD_MAKE_RENAMED), "hooks elsewhere");
+	ok(git_guard_name_allowed("/ws/sub/.git", GIT_GUARD_MAKE_GITDIR),
+	   ".git by moving a git directory");
+	ok(!git_guard_name_allowed("/ws/.git/hooks", GIT_GUARD_MAKE_GITDIR),
+	   "hooks by moving a git directory");
+}
+
+static void test_make_renamed(void)
+{
+	ok(git_guard_make_renamed("/ws/a.txt", S_IFREG | 0644) == GIT_GUARD_MAKE_FILE, "a file");
+	ok(git_guard_make_renamed("/ws/.git/modules/sub", S_IFDIR | 0755) == GIT_GUARD_MAKE_GITDIR,
+	   "a submodule's git directory (git's absorbgitdirs, in reverse)");
+	ok(git_guard_make_renamed("/ws/.git/modules/a/modules/b", S_IFDIR | 0755) ==
+	       GIT_GUARD_MAKE_GITDIR,
+	   "a nested submodule's git directory");
+	ok(git_guard_make_renamed("/ws/sub/.git", S_IFDIR | 0755) == GIT_GUARD_MAKE_GITDIR,
+	   "a .git directory");
+	ok(git_guard_make_renamed("/ws/g2", S_IFDIR | 0755) == GIT_GUARD_MAKE_RENAMED,
+	   "any other directory");
+	ok(git_guard_make_renamed("/ws/.git/modules/", S_IFDIR | 0755) == GIT_GUARD_MAKE_RENAMED,
+	   ".git/modules itself");
+	ok(git_guard_make_renamed("/ws/.git/objects", S_IFDIR | 0755) == GIT_GUARD_MAKE_RENAMED,
+	   "a directory inside .git that is not a submodule's");
+	ok(git_guard_make_renamed("/ws/.git", S_IFLNK | 0777) == GIT_GUARD_MAKE_RENAMED,
+	   "a symlink named .git");
 }
 
 int main(void)
@@ -141,5 +166,6 @@ int main(void)
 	test_parse_list();
 	test_parse_gitfile();
 	test_names();
+	test_make_renamed();
 	return tap_done();
 }
