@@ -19,7 +19,9 @@
 #include "basic/fs-util.h"
 #include "basic/macro.h"
 #include "basic/path-util.h"
+#include "basic/stat-util.h"
 #include "basic/strbuf.h"
+#include "basic/string-table.h"
 #include "policy.h"
 #include "store-internal.h"
 #include "store.h"
@@ -88,19 +90,16 @@ enum git_guard_kind git_guard_classify(const char *path)
 	return hook_rel(rel) ? GIT_GUARD_HOOK : GIT_GUARD_NONE;
 }
 
+static const char *const git_guard_kind_table[] = {
+    [GIT_GUARD_CONFIG] = "git-config",
+    [GIT_GUARD_HOOK] = "git-hook",
+    [GIT_GUARD_GITFILE] = "gitdir",
+};
+DEFINE_PRIVATE_STRING_TABLE_LOOKUP_TO_STRING(git_guard_kind, enum git_guard_kind);
+
 const char *git_guard_kind_name(enum git_guard_kind k)
 {
-	switch (k) {
-	case GIT_GUARD_CONFIG:
-		return "git-config";
-	case GIT_GUARD_HOOK:
-		return "git-hook";
-	case GIT_GUARD_GITFILE:
-		return "gitdir";
-	case GIT_GUARD_NONE:
-	default:
-		return NULL;
-	}
+	return git_guard_kind_to_string(k);
 }
 
 int git_guard_turn_marks(struct store *s, const char *turn_id, struct strbuf *out)
@@ -1041,7 +1040,7 @@ static int repo_file(struct guard *g, size_t idx, const char *path, const struct
 {
 	const struct repo *rp = &g->repos[idx];
 	for (size_t i = 0; st->st_nlink > 1 && S_ISREG(st->st_mode) && i < rp->n_files; i++)
-		if (rp->files[i].st_ino == st->st_ino && rp->files[i].st_dev == st->st_dev) {
+		if (stat_inode_same(&rp->files[i], st)) {
 			int r = add_block(g, path, undo, "git: another name of a file git reads");
 			return r < 0 ? r : 1;
 		}
@@ -1095,7 +1094,7 @@ static int load_extra(struct guard *g)
 	struct dirent *de;
 	while (r >= 0 && g->n_extra < EXTRA_REPOS_MAX && (de = readdir(d))) {
 		_cleanup_strbuf_ struct strbuf p = STRBUF_INIT;
-		if (de->d_name[0] == '.' && (!de->d_name[1] || !strcmp(de->d_name, "..")))
+		if (dot_or_dot_dot(de->d_name))
 			continue;
 		if (strbuf_printf(&p, "%s/%s/.git", g->o->workspace, de->d_name) < 0) {
 			r = -ENOMEM;
@@ -1168,18 +1167,13 @@ static int walk(struct guard *g, const char *dir, const char *undo, int depth)
 {
 	if (depth > WALK_DEPTH_MAX)
 		return add_block(g, dir, undo, "git: tree too deep to check");
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return 0;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return -ENOMEM;
-	}
+	DIR *d = opendir_at(AT_FDCWD, dir);
+	if (!d)
+		return errno == ENOMEM ? -ENOMEM : 0;
 	int r = 0;
 	struct dirent *de;
 	while (r >= 0 && (de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+		if (dot_or_dot_dot(de->d_name))
 			continue;
 		_cleanup_strbuf_ struct strbuf p = STRBUF_INIT;
 		if (strbuf_printf(&p, "%s/%s", dir, de->d_name) < 0) {
