@@ -99,15 +99,16 @@ policy() {
 # stale_policy SUITE N CASE... ID...: name each policy line of SUITE whose case ran here but that
 # matched no difference (the difference is gone, or shows only as root or as a user): a notice.
 stale_policy() {
-	local suite=$1 n=$2 s g reason c id ran hit
+	local suite=$1 n=$2 s g reason c cg id ran hit
 	shift 2
 	local ran_cases=("${@:1:$n}") ids=("${@:$((n + 1))}")
 	while IFS=$'\t' read -r s g reason; do
 		[ "$s" = "$suite" ] || continue
-		ran= hit=
+		ran= hit= cg='*'
+		[[ $g != *:* ]] || cg=${g%%:*}
 		for c in "${ran_cases[@]}"; do
 			# shellcheck disable=SC2053
-			[[ $c == ${g%%:*} ]] && ran=1
+			[[ $c == $cg ]] && ran=1
 		done
 		[ -n "$ran" ] || continue
 		for id in "${ids[@]}"; do
