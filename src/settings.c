@@ -565,92 +565,75 @@ static int apply_object(struct loader *l, const char *prefix, const struct json_
 
 /* ---- merging ---- */
 
-static int reserve_strv(char ***dst, size_t n_dst, size_t n_src)
-{
-	char **c = reallocarray(*dst, n_dst + n_src + 1, sizeof(char *));
-	if (!c)
-		return -ENOMEM;
-	*dst = c;
-	return 0;
-}
+/* The lists: src's items go onto the end of dst's (arrays of size-byte items, one spare slot). */
+#define LIST(field)                                                                                \
+	{                                                                                          \
+		offsetof(struct settings, field), offsetof(struct settings, n_##field),            \
+		    sizeof(*((struct settings *)0)->field)                                         \
+	}
+static const struct {
+	size_t items, n, size;
+} lists[] = {
+    LIST(excluded_commands),  LIST(rules),
+    LIST(warnings),	      LIST(net_allowed_domains),
+    LIST(net_denied_domains), LIST(net_unix_sockets),
+};
 
-static void move_strv(char **dst, size_t *n_dst, char **src, size_t *n_src)
-{
-	if (*n_src)
-		memcpy(dst + *n_dst, src, *n_src * sizeof(char *));
-	*n_dst += *n_src;
-	*n_src = 0;
-}
+/* The scalars: taken from src where its file set them (present bits). */
+#define SCALAR(bit, field)                                                                         \
+	{                                                                                          \
+		bit, offsetof(struct settings, field), sizeof(((struct settings *)0)->field)       \
+	}
+static const struct {
+	unsigned bit;
+	size_t offset, size;
+} scalars[] = {
+    SCALAR(SET_SANDBOX_ENABLED, sandbox_enabled),
+    SCALAR(SET_BACKUP_ENABLED, backup_enabled),
+    SCALAR(SET_MAX_SIZE, backup_max_size_mb),
+    SCALAR(SET_DENY_OVERSIZE, backup_deny_oversize),
+    SCALAR(SET_DELETE_MODE, delete_to_trash),
+    SCALAR(SET_SYNC, backup_sync),
+    SCALAR(SET_ALLOW_SETID, allow_setid),
+    SCALAR(SET_GIT_HOOKS, git_allow_hooks),
+    SCALAR(SET_GIT_EXEC_CONFIG, git_allow_exec_config),
+    SCALAR(SET_NET_MODE, net_mode),
+    SCALAR(SET_NET_LOCALHOST, net_allow_localhost),
+};
 
-/* Move the lists of src onto the end of dst's; no failure after the reservations. */
+/* Move the lists of src onto the end of dst's, and the scalars src's file set; no failure after
+ * the reservations. */
 static int merge(struct settings *dst, struct settings *src, unsigned present)
 {
-	if (reserve_strv(&dst->net_allowed_domains, dst->n_net_allowed_domains,
-			 src->n_net_allowed_domains) < 0 ||
-	    reserve_strv(&dst->net_denied_domains, dst->n_net_denied_domains,
-			 src->n_net_denied_domains) < 0 ||
-	    reserve_strv(&dst->net_unix_sockets, dst->n_net_unix_sockets, src->n_net_unix_sockets) <
-		0)
-		return -ENOMEM;
-	char **c =
-	    reallocarray(dst->excluded_commands,
-			 dst->n_excluded_commands + src->n_excluded_commands + 1, sizeof(char *));
-	if (!c)
-		return -ENOMEM;
-	dst->excluded_commands = c;
-	struct settings_rule *r =
-	    reallocarray(dst->rules, dst->n_rules + src->n_rules + 1, sizeof(*r));
-	if (!r)
-		return -ENOMEM;
-	dst->rules = r;
-	char **w =
-	    reallocarray(dst->warnings, dst->n_warnings + src->n_warnings + 1, sizeof(char *));
-	if (!w)
-		return -ENOMEM;
-	dst->warnings = w;
-
-	if (src->n_excluded_commands)
-		memcpy(c + dst->n_excluded_commands, src->excluded_commands,
-		       src->n_excluded_commands * sizeof(char *));
-	dst->n_excluded_commands += src->n_excluded_commands;
-	src->n_excluded_commands = 0;
-	if (src->n_rules)
-		memcpy(r + dst->n_rules, src->rules, src->n_rules * sizeof(*r));
-	dst->n_rules += src->n_rules;
-	src->n_rules = 0;
-	if (src->n_warnings)
-		memcpy(w + dst->n_warnings, src->warnings, src->n_warnings * sizeof(char *));
-	dst->n_warnings += src->n_warnings;
-	src->n_warnings = 0;
-
-	if (present & SET_SANDBOX_ENABLED)
-		dst->sandbox_enabled = src->sandbox_enabled;
-	if (present & SET_BACKUP_ENABLED)
-		dst->backup_enabled = src->backup_enabled;
-	if (present & SET_MAX_SIZE)
-		dst->backup_max_size_mb = src->backup_max_size_mb;
-	if (present & SET_DENY_OVERSIZE)
-		dst->backup_deny_oversize = src->backup_deny_oversize;
-	if (present & SET_DELETE_MODE)
-		dst->delete_to_trash = src->delete_to_trash;
-	if (present & SET_SYNC)
-		dst->backup_sync = src->backup_sync;
-	if (present & SET_ALLOW_SETID)
-		dst->allow_setid = src->allow_setid;
-	if (present & SET_GIT_HOOKS)
-		dst->git_allow_hooks = src->git_allow_hooks;
-	if (present & SET_GIT_EXEC_CONFIG)
-		dst->git_allow_exec_config = src->git_allow_exec_config;
-	move_strv(dst->net_allowed_domains, &dst->n_net_allowed_domains, src->net_allowed_domains,
-		  &src->n_net_allowed_domains);
-	move_strv(dst->net_denied_domains, &dst->n_net_denied_domains, src->net_denied_domains,
-		  &src->n_net_denied_domains);
-	move_strv(dst->net_unix_sockets, &dst->n_net_unix_sockets, src->net_unix_sockets,
-		  &src->n_net_unix_sockets);
-	if (present & SET_NET_MODE)
-		dst->net_mode = src->net_mode;
-	if (present & SET_NET_LOCALHOST)
-		dst->net_allow_localhost = src->net_allow_localhost;
+	/* the fields are read and written with memcpy: they are pointers of several types */
+	char *d = (char *)dst, *s = (char *)src;
+	for (size_t i = 0; i < ELEMENTSOF(lists); i++) {
+		char *items;
+		size_t n_dst, n_src;
+		memcpy(&items, d + lists[i].items, sizeof items);
+		memcpy(&n_dst, d + lists[i].n, sizeof n_dst);
+		memcpy(&n_src, s + lists[i].n, sizeof n_src);
+		if (!(items = reallocarray(items, n_dst + n_src + 1, lists[i].size)))
+			return -ENOMEM;
+		memcpy(d + lists[i].items, &items, sizeof items);
+	}
+	for (size_t i = 0; i < ELEMENTSOF(lists); i++) {
+		char *to, *from;
+		size_t n_dst, n_src;
+		memcpy(&to, d + lists[i].items, sizeof to);
+		memcpy(&from, s + lists[i].items, sizeof from);
+		memcpy(&n_dst, d + lists[i].n, sizeof n_dst);
+		memcpy(&n_src, s + lists[i].n, sizeof n_src);
+		if (n_src)
+			memcpy(to + n_dst * lists[i].size, from, n_src * lists[i].size);
+		n_dst += n_src;
+		n_src = 0;
+		memcpy(d + lists[i].n, &n_dst, sizeof n_dst);
+		memcpy(s + lists[i].n, &n_src, sizeof n_src);
+	}
+	for (size_t i = 0; i < ELEMENTSOF(scalars); i++)
+		if (present & scalars[i].bit)
+			memcpy(d + scalars[i].offset, s + scalars[i].offset, scalars[i].size);
 	return 0;
 }
 
