@@ -430,20 +430,31 @@ static int next_or_close(struct parser *p, char close, bool *ret_done)
 	return 0;
 }
 
-static int parse_array(struct parser *p, struct json_value **ret)
+/* After '[' or '{': a new value of type, one level deeper; *ret_done when it closes at once. */
+static int open_container(struct parser *p, enum json_type type, char close,
+			  struct json_value **ret, bool *ret_done)
 {
-	_cleanup_(value_freep) struct json_value *v = value_new(JSON_ARRAY);
-	size_t cap = 0;
+	_cleanup_(value_freep) struct json_value *v = value_new(type);
 	if (!v)
 		return fail(p, "out of memory");
 	int r = enter(p);
+	if (r < 0 || (r = skip_ws(p)) < 0)
+		return r;
+	*ret_done = !at_end(p) && p->buf[p->pos] == close;
+	if (*ret_done)
+		p->pos++;
+	*ret = TAKE_PTR(v);
+	return 0;
+}
+
+static int parse_array(struct parser *p, struct json_value **ret)
+{
+	_cleanup_(value_freep) struct json_value *v = NULL;
+	size_t cap = 0;
+	bool done;
+	int r = open_container(p, JSON_ARRAY, ']', &v, &done);
 	if (r < 0)
 		return r;
-	if ((r = skip_ws(p)) < 0)
-		return r;
-	bool done = !at_end(p) && p->buf[p->pos] == ']';
-	if (done)
-		p->pos++;
 	while (!done) {
 		if (grow((void **)&v->u.arr.items, &cap, v->u.arr.n, sizeof(*v->u.arr.items)) < 0)
 			return fail(p, "out of memory");
@@ -513,18 +524,12 @@ static int parse_member(struct parser *p, struct json_member *m)
 
 static int parse_object(struct parser *p, struct json_value **ret)
 {
-	_cleanup_(value_freep) struct json_value *v = value_new(JSON_OBJECT);
+	_cleanup_(value_freep) struct json_value *v = NULL;
 	size_t cap = 0;
-	if (!v)
-		return fail(p, "out of memory");
-	int r = enter(p);
+	bool done;
+	int r = open_container(p, JSON_OBJECT, '}', &v, &done);
 	if (r < 0)
 		return r;
-	if ((r = skip_ws(p)) < 0)
-		return r;
-	bool done = !at_end(p) && p->buf[p->pos] == '}';
-	if (done)
-		p->pos++;
 	while (!done) {
 		if (grow((void **)&v->u.obj.m, &cap, v->u.obj.n, sizeof(*v->u.obj.m)) < 0)
 			return fail(p, "out of memory");
