@@ -166,39 +166,36 @@ static int read_status_field(pid_t tid, const struct notif_ref *nref, const char
 	return -ENOENT;
 }
 
-int proc_get_umask(pid_t tid, const struct notif_ref *n, mode_t *ret)
+/* A number field of /proc/TID/status ("Umask:\t0022") in base, from min to max. */
+static int read_status_number(pid_t tid, const struct notif_ref *n, const char *key, int base,
+			      uint64_t min, uint64_t max, uint64_t *ret)
 {
 	char v[32];
-	int r = read_status_field(tid, n, "Umask", v, sizeof v);
-	if (r < 0)
+	int r = read_status_field(tid, n, key, v, sizeof v);
+	if (r < 0 || (r = parse_u64(v, base, ret)) < 0)
 		return r;
-	unsigned m;
-	r = parse_mode(v, &m);
-	if (r < 0)
-		return r;
-	*ret = (mode_t)(m & 0777);
-	return 0;
+	return *ret < min || *ret > max ? -ERANGE : 0;
+}
+
+int proc_get_umask(pid_t tid, const struct notif_ref *n, mode_t *ret)
+{
+	uint64_t m;
+	int r = read_status_number(tid, n, "Umask", 8, 0, 07777, &m);
+	if (r >= 0)
+		*ret = (mode_t)(m & 0777);
+	return r;
 }
 
 int proc_get_cap_eff(pid_t tid, const struct notif_ref *n, uint64_t *ret)
 {
-	char v[32];
-	int r = read_status_field(tid, n, "CapEff", v, sizeof v);
-	if (r < 0)
-		return r;
-	return parse_u64(v, 16, ret);
+	return read_status_number(tid, n, "CapEff", 16, 0, UINT64_MAX, ret);
 }
 
 int proc_get_tgid(pid_t tid, const struct notif_ref *n, pid_t *ret)
 {
-	char v[32];
-	int r = read_status_field(tid, n, "Tgid", v, sizeof v);
-	if (r < 0)
-		return r;
-	int t;
-	r = parse_int_range(v, 1, INT32_MAX, &t);
-	if (r < 0)
-		return r;
-	*ret = t;
-	return 0;
+	uint64_t t;
+	int r = read_status_number(tid, n, "Tgid", 10, 1, INT32_MAX, &t);
+	if (r >= 0)
+		*ret = (pid_t)t;
+	return r;
 }
