@@ -11,13 +11,16 @@
 # the command it runs: bench/workloads/hwm.c), the bytes the run added to $XDG_STATE_HOME/brokered
 # (du before/after), and a summary of the audit log's us= field.
 #
-#   bench/peers.sh [-n RUNS] [-q] [-b BROKERED] [-w WORKLOADS] [-p RUNNERS] [-k]
+#   bench/peers.sh [-n RUNS] [-q] [-b BROKERED] [-w WORKLOADS] [-p RUNNERS] [-f FSLIST] [-k]
 #     -n RUNS   timed runs per workload and runner (default 5; quick mode 3); start-up does 4x (2x)
 #     -q        quick mode: workloads at 1/4 size, 3 runs (under 3 minutes; the full run ~13)
 #     -b PATH   brokered binary (default build/brokered, built with make if missing)
 #     -w LIST   only these workloads, comma-separated names (startup,grep,git-status,untar,sed-i,
 #               rm-rf,build,dd)
 #     -p LIST   only these runners (native,brokered,bwrap,strace,codex,srt); native is always run
+#     -f LIST   the file systems, one after the other in this invocation: tmpfs (a tmpfs of its
+#               own, as root), disk (/var/tmp's, or BENCH_TMP's); e.g. -f tmpfs,disk. With -f the
+#               outputs go to bench/out/FS/ instead of bench/out/
 #     -k        keep the work directory (templates, last workspaces, audit logs) for profiling
 #   env: BENCH_TMP=DIR  put workspaces and the store on DIR's file system (default: a tmpfs that
 #                       peers.sh mounts under /var/tmp as root, else /var/tmp itself)
@@ -28,18 +31,35 @@
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$top/bench/out
-RUNS= QUICK=0 BRK= ONLY_W= ONLY_P= KEEP=0
-while getopts n:qb:w:p:kh o; do
+RUNS= QUICK=0 BRK= ONLY_W= ONLY_P= KEEP=0 FSLIST=
+args=("$@")
+while getopts n:qb:w:p:f:kh o; do
 	case $o in
 	n) RUNS=$OPTARG ;;
 	q) QUICK=1 ;;
 	b) BRK=$OPTARG ;;
 	w) ONLY_W=$OPTARG ;;
 	p) ONLY_P=$OPTARG ;;
+	f) FSLIST=$OPTARG ;;
 	k) KEEP=1 ;;
 	*) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
 	esac
 done
+# Several file systems: this script once per file system, with the same options.
+if [[ $FSLIST == *,* ]]; then
+	st=0
+	for f in ${FSLIST//,/ }; do
+		echo "peers: === on $f" >&2
+		"$0" "${args[@]}" -f "$f" || st=1
+	done
+	exit $st
+fi
+case $FSLIST in
+'') ;;
+tmpfs) unset BENCH_TMP && out=$out/tmpfs ;;
+disk) BENCH_TMP=${BENCH_TMP:-/var/tmp} && out=$out/disk ;;
+*) echo "peers: -f takes tmpfs, disk or both (tmpfs,disk)" >&2 && exit 2 ;;
+esac
 if [ $QUICK = 1 ]; then SCALE=0.25 RUNS=${RUNS:-3} STARTUP_X=2; else SCALE=1 RUNS=${RUNS:-5} STARTUP_X=4; fi
 export SCALE
 
