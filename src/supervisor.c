@@ -18,13 +18,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/time.h>
 #include <unistd.h>
-#include <utime.h>
 
 #include "basic/kernel-compat.h"
 #include "basic/macro.h"
-#include "basic/path-util.h"
 #include "broker.h"
 #include "proc.h"
 #include "syscall-table.h"
