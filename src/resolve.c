@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "basic/fd-util.h"
 #include "basic/kernel-compat.h"
 #include "basic/macro.h"
 #include "basic/path-util.h"
@@ -40,8 +41,7 @@ static int openat2_path(int dirfd, const char *path, uint64_t flags, uint64_t re
 
 int resolve_fd_real_path(int fd, char **ret)
 {
-	char link[64];
-	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+	const char *link = FORMAT_PROC_FD_PATH(fd);
 	size_t sz = 256;
 	for (;;) {
 		char *buf = malloc(sz);

@@ -20,6 +20,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "basic/fd-util.h"
 #include "basic/kernel-compat.h"
 #include "basic/macro.h"
 #include "broker.h"
@@ -199,12 +200,11 @@ static void *fifo_wait_thread(void *arg)
 			err = errno;
 		w->result = -err;
 	} else {
-		char p[64];
-		snprintf(p, sizeof p, "/proc/self/fd/%d", w->path_fd);
 		/* Blocks until a reader opens the FIFO, as the target's own open(2) would. */
 		int fd = __atomic_load_n(&w->cancelled, __ATOMIC_ACQUIRE)
 			     ? -1
-			     : open(p, (w->flags & ~O_NONBLOCK) | O_CLOEXEC | O_NOCTTY);
+			     : open(FORMAT_PROC_FD_PATH(w->path_fd),
+				    (w->flags & ~O_NONBLOCK) | O_CLOEXEC | O_NOCTTY);
 		w->result = fd >= 0 ? fd : errno ? -errno : -EINTR;
 	}
 	(void)!write(w->done_fd, &w, sizeof w); /* atomic: shorter than PIPE_BUF */
