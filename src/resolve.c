@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "basic/fd-util.h"
 #include "basic/kernel-compat.h"
 #include "basic/macro.h"
 #include "basic/path-util.h"
@@ -40,8 +41,7 @@ static int openat2_path(int dirfd, const char *path, uint64_t flags, uint64_t re
 
 int resolve_fd_real_path(int fd, char **ret)
 {
-	char link[64];
-	snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+	const char *link = FORMAT_PROC_FD_PATH(fd);
 	size_t sz = 256;
 	for (;;) {
 		char *buf = malloc(sz);
@@ -215,6 +215,55 @@ static int open_dir_part(int base, const char *dir, bool is_proc_target)
 	return fd;
 }
 
+/* A final "." or "..": re-anchor on the directory itself, whose parent becomes the parent. */
+static int reanchor_on_dir(struct resolved *r)
+{
+	_cleanup_close_ int dfd = openat(r->parent_fd, r->name, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return negative_errno();
+	_cleanup_close_ int up = openat(dfd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (up < 0)
+		return negative_errno();
+	_cleanup_free_ char *real = NULL;
+	int k = resolve_fd_real_path(dfd, &real);
+	if (k < 0)
+		return k;
+	const char *slash = strrchr(real, '/');
+	char *name = strdup(slash && slash[1] ? slash + 1 : ".");
+	if (!name)
+		return -ENOMEM;
+	safe_close(r->parent_fd);
+	r->parent_fd = TAKE_FD(up);
+	free(r->name);
+	r->name = name;
+	return 0;
+}
+
+/* The content of the symlink r names, as the target means it (translate_self()), with the
+ * trailing slash of the path that led to it kept. */
+static int read_link_target(const struct resolve_ctx *ctx, const struct resolved *r,
+			    struct strbuf *out)
+{
+	size_t lsz = MAX((size_t)r->st.st_size + 1, (size_t)64);
+	if (lsz > BROKERED_PATH_MAX)
+		return -ENAMETOOLONG;
+	_cleanup_free_ char *target = malloc(lsz + 1);
+	if (!target)
+		return -ENOMEM;
+	ssize_t n = readlinkat(r->parent_fd, r->name, target, lsz);
+	if (n < 0)
+		return negative_errno();
+	if ((size_t)n >= lsz)
+		return -ENAMETOOLONG;
+	target[n] = '\0';
+	if (n == 0)
+		return -ENOENT;
+	int k = translate_self(ctx->tid, target, out);
+	if (k < 0)
+		return k;
+	return r->trailing_slash ? strbuf_appendc(out, '/') : 0;
+}
+
 static int resolve_path_once(const struct resolve_ctx *ctx, int dirfd, const char *path,
 			     unsigned flags, struct resolved *ret)
 {
@@ -263,30 +312,8 @@ static int resolve_path_once(const struct resolve_ctx *ctx, int dirfd, const cha
 		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
 			if (!(flags & RESOLVE_ALLOW_DOTDOT))
 				return -EINVAL;
-			/* Re-anchor on the directory itself: parent = its parent. */
-			int dfd = openat(pfd, name, O_PATH | O_DIRECTORY | O_CLOEXEC);
-			if (dfd < 0)
-				return negative_errno();
-			int up = openat(dfd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
-			if (up < 0) {
-				int e = negative_errno();
-				close(dfd);
-				return e;
-			}
-			_cleanup_free_ char *real = NULL;
-			k = resolve_fd_real_path(dfd, &real);
-			close(dfd);
-			if (k < 0) {
-				close(up);
+			if ((k = reanchor_on_dir(ret)) < 0)
 				return k;
-			}
-			safe_close(ret->parent_fd);
-			ret->parent_fd = up;
-			free(ret->name);
-			const char *slash = strrchr(real, '/');
-			ret->name = strdup(slash && slash[1] ? slash + 1 : ".");
-			if (!ret->name)
-				return -ENOMEM;
 		}
 
 		k = fill_real(ret);
@@ -321,27 +348,8 @@ static int resolve_path_once(const struct resolve_ctx *ctx, int dirfd, const cha
 		if (hop >= MAX_SYMLINK_HOPS)
 			return -ELOOP;
 
-		/* Follow the symlink: read its target and resolve again from its directory. */
-		size_t lsz = (size_t)ret->st.st_size + 1;
-		if (lsz < 64)
-			lsz = 64;
-		if (lsz > BROKERED_PATH_MAX)
-			return -ENAMETOOLONG;
-		_cleanup_free_ char *target = malloc(lsz + 1);
-		if (!target)
-			return -ENOMEM;
-		ssize_t n = readlinkat(ret->parent_fd, ret->name, target, lsz);
-		if (n < 0)
-			return negative_errno();
-		if ((size_t)n >= lsz)
-			return -ENAMETOOLONG;
-		target[n] = '\0';
-		if (n == 0)
-			return -ENOENT;
-		strbuf_reset(&tmp);
-		if ((k = translate_self(ctx->tid, target, &tmp)) < 0)
-			return k;
-		if (ret->trailing_slash && (k = strbuf_appendc(&tmp, '/')) < 0)
+		/* Follow the symlink: resolve its target again from its directory. */
+		if ((k = read_link_target(ctx, ret, &tmp)) < 0)
 			return k;
 		if (tmp.buf[0] != '/') {
 			safe_close(base);

@@ -23,6 +23,7 @@
 #include "basic/macro.h"
 #include "basic/path-util.h"
 #include "basic/strbuf.h"
+#include "syscall-table.h"
 
 static long ll_create_ruleset(const void *attr, size_t size, uint32_t flags)
 {
@@ -237,8 +238,6 @@ int sandbox_landlock_apply(const struct sandbox_landlock *ll)
 
 /* ---- seccomp ---- */
 
-#define O_TMPFILE_BIT 020000000
-
 static int rule(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned cnt,
 		const struct scmp_arg_cmp *cmp)
 {
@@ -252,14 +251,50 @@ static int notify(scmp_filter_ctx ctx, int nr)
 	return rule(ctx, SCMP_ACT_NOTIFY, nr, 0, NULL);
 }
 
-/* Notify when (arg & bit) != 0, for each write-ish open flag bit. */
-static int notify_open_flags(scmp_filter_ctx ctx, int nr, unsigned argno)
+/* Notify nr when (argument argno & bit) != 0, for each bit of mask. */
+static int notify_masked(scmp_filter_ctx ctx, int nr, int argno, uint64_t mask)
 {
-	static const uint64_t bits[] = {O_WRONLY, O_RDWR, O_CREAT, O_TRUNC, O_TMPFILE_BIT};
-	for (size_t i = 0; i < ELEMENTSOF(bits); i++) {
-		struct scmp_arg_cmp c = {
-		    .arg = argno, .op = SCMP_CMP_MASKED_EQ, .datum_a = bits[i], .datum_b = bits[i]};
+	for (uint64_t bit = 1; bit && bit <= mask; bit <<= 1) {
+		if (!(mask & bit))
+			continue;
+		struct scmp_arg_cmp c = {.arg = (unsigned)argno,
+					 .op = SCMP_CMP_MASKED_EQ,
+					 .datum_a = bit,
+					 .datum_b = bit};
 		int r = rule(ctx, SCMP_ACT_NOTIFY, nr, 1, &c);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Every syscall of the table (syscall-table.h) that this architecture has, under its row's
+ * condition: the decoder reads the same rows. */
+static int build_notify_rules(scmp_filter_ctx ctx)
+{
+	for (size_t i = 0; i < syscall_table_size; i++) {
+		const struct syscall_row *row = &syscall_table[i];
+		int nr = syscall_row_nr(row), r = 0;
+		if (nr < 0)
+			continue;
+		switch (row->notify) {
+		case SYSCALL_NOTIFY_ALWAYS:
+			r = notify(ctx, nr);
+			break;
+		case SYSCALL_NOTIFY_WRITE_FLAGS:
+			/* Read-only opens stay in the kernel. */
+			r = notify_masked(ctx, nr, syscall_row_arg(row, SYSCALL_ARG_OPEN_FLAGS),
+					  SYSCALL_OPEN_WRITE_FLAGS);
+			break;
+		case SYSCALL_NOTIFY_SOCKADDR: {
+			struct scmp_arg_cmp c = {
+			    .arg = (unsigned)syscall_row_arg(row, SYSCALL_ARG_SOCKADDR),
+			    .op = SCMP_CMP_NE,
+			    .datum_a = 0};
+			r = rule(ctx, SCMP_ACT_NOTIFY, nr, 1, &c);
+			break;
+		}
+		}
 		if (r < 0)
 			return r;
 	}
@@ -282,19 +317,13 @@ static int refuse_ioctl(scmp_filter_ctx ctx, uint64_t cmd, int err)
 }
 
 /*
- * Sockets (DESIGN section 12). connect, bind, sendmsg and sendmmsg carry their address in memory:
- * always notified, the broker decides on the socket itself. sendto only when it names an address
- * (its pointer is a register). Outside "allow" mode, families that reach a network other than
- * through IP (packet, vsock, bluetooth, ...) and raw IP sockets are refused at socket().
+ * Sockets (DESIGN section 12): connect, bind and the sends are in the table. Outside "allow" mode,
+ * families that reach a network other than through IP (packet, vsock, bluetooth, ...) and raw IP
+ * sockets are refused at socket().
  */
 static int build_socket_rules(scmp_filter_ctx ctx, bool restrict_ip)
 {
 	int r;
-	struct scmp_arg_cmp has_addr = {.arg = 4, .op = SCMP_CMP_NE, .datum_a = 0};
-	if ((r = notify(ctx, SCMP_SYS(connect))) < 0 || (r = notify(ctx, SCMP_SYS(bind))) < 0 ||
-	    (r = notify(ctx, SCMP_SYS(sendmsg))) < 0 || (r = notify(ctx, SCMP_SYS(sendmmsg))) < 0 ||
-	    (r = rule(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(sendto), 1, &has_addr)) < 0)
-		return r;
 	if (!restrict_ip)
 		return 0;
 	for (int family = 0; family < 64; family++) {
@@ -327,29 +356,8 @@ static int build_rules(scmp_filter_ctx ctx, bool restrict_ip)
 	int r = 0;
 	if ((r = build_socket_rules(ctx, restrict_ip)) < 0)
 		return r;
-	/* Opens: read-only opens stay in the kernel; anything that can write, create or truncate
-	 * goes to the broker. openat2's flags are in memory the filter cannot read. */
-	if ((r = notify_open_flags(ctx, SCMP_SYS(open), 1)) < 0 ||
-	    (r = notify_open_flags(ctx, SCMP_SYS(openat), 2)) < 0)
+	if ((r = build_notify_rules(ctx)) < 0)
 		return r;
-	static const int notified[] = {
-	    SCMP_SYS(creat),	    SCMP_SYS(openat2),	    SCMP_SYS(truncate),
-	    SCMP_SYS(rename),	    SCMP_SYS(renameat),	    SCMP_SYS(renameat2),
-	    SCMP_SYS(unlink),	    SCMP_SYS(unlinkat),	    SCMP_SYS(rmdir),
-	    SCMP_SYS(mkdir),	    SCMP_SYS(mkdirat),	    SCMP_SYS(mknod),
-	    SCMP_SYS(mknodat),	    SCMP_SYS(link),	    SCMP_SYS(linkat),
-	    SCMP_SYS(symlink),	    SCMP_SYS(symlinkat),    SCMP_SYS(chmod),
-	    SCMP_SYS(fchmod),	    SCMP_SYS(fchmodat),	    __NR_fchmodat2,
-	    SCMP_SYS(chown),	    SCMP_SYS(lchown),	    SCMP_SYS(fchown),
-	    SCMP_SYS(fchownat),	    SCMP_SYS(utime),	    SCMP_SYS(utimes),
-	    SCMP_SYS(utimensat),    SCMP_SYS(futimesat),    SCMP_SYS(setxattr),
-	    SCMP_SYS(lsetxattr),    SCMP_SYS(fsetxattr),    SCMP_SYS(removexattr),
-	    SCMP_SYS(lremovexattr), SCMP_SYS(fremovexattr), __NR_setxattrat,
-	    __NR_removexattrat,	    SCMP_SYS(chroot), /* only to "/": see the supervisor */
-	};
-	for (size_t i = 0; i < ELEMENTSOF(notified); i++)
-		if ((r = notify(ctx, notified[i])) < 0)
-			return r;
 
 	/* Refused: would bypass seccomp (io_uring), change the file system view, or reach files
 	 * by handle; kernel-level escapes for a root-run command. */

@@ -61,9 +61,9 @@ struct brokered_landlock_ruleset_attr {
 /*
  * Syscall numbers newer than the 6.1 headers. Since 5.1 (424, pidfd_send_signal) every new
  * syscall has the same number on every architecture, so one list serves x86_64 and aarch64.
- * The legacy path calls that aarch64 never had (open, rename, mkdir, ...) are named with
- * libseccomp's SCMP_SYS(), which gives a pseudo number (negative, never seen in a notification)
- * where an architecture lacks them.
+ * The notified syscalls carry their number per architecture in src/syscall-table.c (aarch64 never
+ * had the legacy path calls: open, rename, mkdir, ...); the filter's other rules name syscalls
+ * both architectures have.
  */
 #if !defined(__x86_64__) && !defined(__aarch64__)
 #error "brokered supports x86_64 and aarch64 only"
