@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Internals shared by store.c, store-manifest.c and store-restore.c. Not for other modules. */
+/* Internals shared by the store-*.c files. Not for other modules. */
 #pragma once
 
 #include <stdbool.h>
@@ -22,6 +22,10 @@
  *                               manifest (append-only pre-images), post (post-states, at
  *                               commit), calls (tool call ids, one escaped id per line)
  */
+
+#define STORE_ID_MAX	   128
+#define STORE_META_MAX	   (64 * 1024)
+#define STORE_MANIFEST_MAX ((size_t)1 << 30)
 
 struct store_kv {
 	const char *key, *value;
@@ -85,12 +89,44 @@ int store_line_split(char *line, size_t n, struct store_kv *kv, size_t max, size
 int store_unescape_dup(const char *s, char **ret);
 int store_record_parse_line(char *line, size_t n, struct store_record *ret);
 
-/* Helpers in store.c used by store-restore.c. */
+/* store.c: directories, small files, the path set */
+int store_mkdir_0700_at(int dirfd, const char *name);
+int store_open_dir_at(int dirfd, const char *name);
+int64_t store_now_ns(void);
+int store_random_name(const char *prefix, char **ret);
+bool store_durable_enabled(void);
+int store_fsync_dirfd(int fd);
 int store_read_file_at(int dirfd, const char *name, size_t max, char **ret, size_t *ret_n);
+int store_write_all(int fd, const void *buf, size_t n);
+/* Replace dirfd/name atomically with data: temp file, fsync, rename, fsync of the directory. */
+int store_write_file_atomic_at(int dirfd, const char *name, const char *data, size_t n);
+bool store_set_contains(const struct path_set *set, const char *p);
+int store_set_add(struct path_set *set, const char *p);
+void store_set_remove(struct path_set *set, const char *p);
+void store_set_free(struct path_set *set);
+
+/* store-object.c: content objects */
 int store_hash_fd(int fd, char ret_hex[65]);
 int store_copy_fd(int src, int dst);
-int store_random_name(const char *prefix, char **ret);
+int store_file_link_in(struct store_turn *t, int dirfd, const char *name, const struct stat *st,
+		       struct store_record *rec);
+int store_file_copy_in(struct store_turn *t, int dirfd, const char *name, const struct stat *st,
+		       struct store_record *rec);
+/* Put the copies waiting for a flush in place (durable: flushed first) and record them. */
+int store_sync_pending(struct store_turn *t, bool durable);
+
+/* store-preimage.c */
+int store_manifest_append(struct store_turn *t, const char *line, size_t n);
+int store_record_append(struct store_turn *t, const struct store_record *rec);
+void store_record_from_stat(struct store_record *r, const struct stat *st);
+int store_readlink_at(int dirfd, const char *name, size_t hint, char **ret);
+
+/* store-turn.c */
+int store_meta_read(int turn_fd, struct store_turn_info *ret);
 int store_turn_new_private(struct store *s, const struct store_options *o, const char *message,
 			   struct store_turn **ret);
-void store_record_from_stat(struct store_record *r, const struct stat *st);
-int store_fsync_dirfd(int fd);
+/* Create a run's lazy turn on disk (at its first pre-image). */
+int store_turn_materialize(struct store_turn *t);
+
+/* store-gc.c */
+int store_remove_tree_at(int dirfd, const char *name);
