@@ -18,6 +18,8 @@
  *   current.lock                flock: serialises begin/join/commit of the explicit turn
  *   modify_backup/objects/ab/<62 hex>   content, named by SHA-256, written once, 0600
  *   modify_backup/tmp/          temp files on their way into objects/ (stale ones: gc)
+ *   modify_backup/kept/<id>/<path, encoded>   hard links of the files a turn kept, named by
+ *                               their paths: records that ride on the journal (store-kept.c)
  *   modify_backup/turns/<id>/   one turn: meta (one record line: state, message, times),
  *                               manifest (append-only pre-images), post (post-states, at
  *                               commit), calls (tool call ids, one escaped id per line)
@@ -34,12 +36,14 @@ struct store_kv {
 struct store {
 	char *session_id;
 	char *session_dir;
-	int session_fd, root_fd, objects_fd, tmp_fd, turns_fd;
+	int session_fd, root_fd, objects_fd, tmp_fd, turns_fd, kept_fd;
 	int lock_fd;
 	dev_t dev; /* file system of the store, for moving consumed files in */
-	/* ext4 and XFS journal metadata in order: an fsync of the manifest also makes every
-	 * earlier rename and link durable, so directories need no fsync of their own. */
+	/* A journaled ext4 or XFS commits metadata in order: an fsync of the manifest also makes
+	 * every earlier rename and link durable, so directories need no fsync of their own. */
 	bool ordered_metadata;
+	/* ... and kept names carry the records of kept files (store-kept.c): no flush for them. */
+	bool ordered_records;
 	uint8_t known_prefix[32]; /* bitset: objects/<xx>/ directories known to exist */
 };
 
@@ -63,6 +67,7 @@ struct store_turn {
 	char *id;
 	char *call;
 	int dir_fd, manifest_fd;
+	int kept_fd; /* kept/<id>/, once this turn kept a file there */
 	struct path_set seen;
 	struct pending *pending;
 	size_t n_pending, cap_pending;
@@ -127,6 +132,18 @@ int store_turn_new_private(struct store *s, const struct store_options *o, const
 			   struct store_turn **ret);
 /* Create a run's lazy turn on disk (at its first pre-image). */
 int store_turn_materialize(struct store_turn *t);
+
+/* store-kept.c */
+/* Which flushes the file system of the store lets us skip (fd: a directory of the store). */
+void store_detect_ordering(struct store *s, int fd);
+/* Append rec and make its kept name (a file kept by a link: fd open on it; a directory or a
+ * symlink: fd -1, a likeness of it), or mark the manifest for the next store_sync()'s flush. */
+int store_kept_record(struct store_turn *t, const struct store_record *rec, int fd);
+/* Records for the turn's kept names (complete: the manifest has them all already), the manifest
+ * flushed, the names removed. The caller holds the turn (exclusively, or as its only writer). */
+int store_kept_settle(struct store *s, int turn_fd, const char *id, bool complete);
+/* Settle the kept names of every turn nobody holds (a broker killed, a power cut). */
+int store_kept_recover_all(struct store *s);
 
 /* store-gc.c */
 int store_remove_tree_at(int dirfd, const char *name);

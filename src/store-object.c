@@ -317,7 +317,7 @@ int store_file_link_in(struct store_turn *t, int dirfd, const char *name, const 
 		return negative_errno(); /* EXDEV, EPERM, EMLINK: the caller copies */
 	}
 	rec->moved = true;
-	r = store_record_append(t, rec);
+	r = store_kept_record(t, rec, fd);
 	if (r < 0 && created)
 		(void)unlinkat(s->objects_fd, obj, 0);
 	if (r >= 0 && created)

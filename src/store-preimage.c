@@ -171,7 +171,9 @@ static int preimage_one(struct store_turn *t, int dirfd, const char *name, const
 			r = preimage_file(t, dirfd, name, &st, flags, &rec, consumed, res);
 		else if (rec.kind == STORE_KIND_SYMLINK &&
 			 (r = store_readlink_at(dirfd, name, (size_t)st.st_size, &rec.target)) >= 0)
-			r = store_record_append(t, &rec);
+			r = store_kept_record(t, &rec, -1);
+		else if (rec.kind == STORE_KIND_DIR)
+			r = store_kept_record(t, &rec, -1);
 		else if (rec.kind != STORE_KIND_SYMLINK)
 			r = store_record_append(t, &rec);
 		free(rec.target);

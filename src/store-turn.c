@@ -145,6 +145,7 @@ static void turn_free_fds(struct store_turn *t)
 {
 	safe_close(t->dir_fd);
 	safe_close(t->manifest_fd);
+	safe_close(t->kept_fd);
 	store_set_free(&t->seen);
 	free(t->id);
 	free(t->call);
@@ -162,7 +163,7 @@ static struct store_turn *turn_alloc(struct store *s, const struct store_options
 		return NULL;
 	t->store = s;
 	t->opts = *o;
-	t->dir_fd = t->manifest_fd = -1;
+	t->dir_fd = t->manifest_fd = t->kept_fd = -1;
 	if (call && !(t->call = strdup(call))) {
 		turn_free_fds(t);
 		return NULL;
@@ -596,6 +597,10 @@ static int commit_dir(struct store *s, const char *id, const char *message,
 	struct post_writer w = {.fd = -1};
 	if (m.committed)
 		r = -EALREADY;
+	/* The records of kept files flushed (rebuilt first where a crash lost them), before the
+	 * turn is called committed. */
+	if (r >= 0)
+		r = store_kept_settle(s, tfd, id, paths != NULL);
 	if (r >= 0 && !paths)
 		r = store_turn_records(s, id, &pre, &n);
 	if (r >= 0)

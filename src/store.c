@@ -15,7 +15,6 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -321,6 +320,7 @@ void store_close(struct store *s)
 	safe_close(s->objects_fd);
 	safe_close(s->tmp_fd);
 	safe_close(s->turns_fd);
+	safe_close(s->kept_fd);
 	safe_close(s->lock_fd);
 	free(s->session_id);
 	free(s->session_dir);
@@ -349,24 +349,22 @@ static int store_open_dirs(struct store *s, const char *state_dir)
 	    (r = open_subdir(s->session_fd, "modify_backup", &s->root_fd)) < 0 ||
 	    (r = open_subdir(s->root_fd, "objects", &s->objects_fd)) < 0 ||
 	    (r = open_subdir(s->root_fd, "tmp", &s->tmp_fd)) < 0 ||
-	    (r = open_subdir(s->root_fd, "turns", &s->turns_fd)) < 0)
+	    (r = open_subdir(s->root_fd, "turns", &s->turns_fd)) < 0 ||
+	    (r = open_subdir(s->root_fd, "kept", &s->kept_fd)) < 0)
 		return r;
 	struct stat st;
 	if (fstat(s->objects_fd, &st) < 0)
 		return negative_errno();
 	s->dev = st.st_dev;
-	struct statfs sf;
-	s->ordered_metadata =
-	    fstatfs(s->objects_fd, &sf) == 0 &&
-	    (sf.f_type == 0xEF53 /* ext2/3/4 */ || sf.f_type == 0x58465342 /* XFS */);
-	if (getenv("BROKERED_STORE_FSYNC_DIRS"))
-		s->ordered_metadata = false;
+	store_detect_ordering(s, s->objects_fd);
 	s->lock_fd = openat(s->session_fd, "lock", O_CREAT | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (s->lock_fd < 0)
 		return negative_errno();
 	/* Shared while open; gc takes it exclusively, so no object vanishes under a writer. */
 	if (RETRY_EINTR(flock(s->lock_fd, LOCK_SH)) < 0)
 		return negative_errno();
+	/* Best effort: what is not settled now is settled by a later open or the turn's commit. */
+	(void)store_kept_recover_all(s);
 	return 0;
 }
 
@@ -386,7 +384,8 @@ int store_open(const char *state_dir, const char *session_id, struct store **ret
 	struct store *s = calloc(1, sizeof *s);
 	if (!s)
 		return -ENOMEM;
-	s->session_fd = s->root_fd = s->objects_fd = s->tmp_fd = s->turns_fd = s->lock_fd = -1;
+	s->session_fd = s->root_fd = s->objects_fd = s->tmp_fd = s->turns_fd = s->kept_fd =
+	    s->lock_fd = -1;
 	s->session_id = strdup(session_id);
 	if (asprintf(&s->session_dir, "%s/sessions/%s", state_dir, session_id) < 0)
 		s->session_dir = NULL;
