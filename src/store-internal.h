@@ -44,6 +44,9 @@ struct store {
 	bool ordered_metadata;
 	/* ... and kept names carry the records of kept files (store-kept.c): no flush for them. */
 	bool ordered_records;
+	/* ext4 without a journal: a kept file's name is made durable by an fsync of its directory
+	 */
+	bool kept_fsync;
 	uint8_t known_prefix[32]; /* bitset: objects/<xx>/ directories known to exist */
 };
 
@@ -76,6 +79,7 @@ struct store_turn {
 	 * recorded is in seen: commit lists the paths from memory. */
 	bool exclusive, seen_incomplete;
 	uint8_t dirty_prefix[32]; /* bitset: objects/<xx>/ directories to fsync */
+	uint8_t kept_prefix[32];  /* ... of kept files: without a journal, fsync'd at commit */
 	struct store_stats stats;
 	/* A run's private turn is created on disk at its first pre-image: a command that changes
 	 * nothing leaves no empty turn and pays no directory creation and flushes. */
@@ -125,6 +129,7 @@ int store_manifest_append(struct store_turn *t, const char *line, size_t n);
 int store_record_append(struct store_turn *t, const struct store_record *rec);
 void store_record_from_stat(struct store_record *r, const struct stat *st);
 int store_readlink_at(int dirfd, const char *name, size_t hint, char **ret);
+int store_fsync_prefixes(struct store_turn *t, const uint8_t set[32]);
 
 /* store-turn.c */
 int store_meta_read(int turn_fd, struct store_turn_info *ret);
@@ -137,7 +142,8 @@ int store_turn_materialize(struct store_turn *t);
 /* Which flushes the file system of the store lets us skip (fd: a directory of the store). */
 void store_detect_ordering(struct store *s, int fd);
 /* Append rec and make its kept name (a file kept by a link: fd open on it; a directory or a
- * symlink: fd -1, a likeness of it), or mark the manifest for the next store_sync()'s flush. */
+ * symlink: fd -1, a likeness of it), or mark the manifest for the next store_sync()'s flush.
+ * 1: the kept name carries the record (no flush of the manifest or of objects/ needed). */
 int store_kept_record(struct store_turn *t, const struct store_record *rec, int fd);
 /* Records for the turn's kept names (complete: the manifest has them all already), the manifest
  * flushed, the names removed. The caller holds the turn (exclusively, or as its only writer). */

@@ -19,12 +19,17 @@
  *    so did the object link and the kept name made before it. Used with data=ordered or
  *    data=journal and without fast_commit (a fast commit writes a subset of the changes, so the
  *    prefix argument is not made for it); data=writeback is left out too, as the issue asks,
- *    though it orders metadata alike (it may show stale blocks in recently written files).
+ *    though it orders metadata alike (it may show stale blocks in recently written files): there
+ *    only the directory fsyncs are skipped, as an fsync of the manifest commits them too.
  *  - XFS: metadata changes go through the log in order (CIL checkpoints are written and recovered
  *    in sequence): the same prefix property.
- *  - Everything else keeps the flush: ext4 without a journal (as on this development machine's
- *    root file system), btrfs (an fsync of one file writes a log tree that can carry a later
- *    unlink in its directory without an earlier link elsewhere), and unknown file systems.
+ *  - ext4 without a journal (as on this development machine's root file system): nothing is
+ *    ordered, so a kept file's name is written out by one fsync of kept/<turn>/ before the
+ *    change, in place of the flushes of the manifest and of the objects/ directory (the recovery
+ *    links the object again from the kept name). Directories and symlinks are flushed as before.
+ *  - Everything else keeps the flush: btrfs (an fsync of one file writes a log tree that can
+ *    carry a later unlink in its directory without an earlier link elsewhere) and unknown file
+ *    systems.
  * The file's own data is not flushed either way (it was not before: keeping a file by a link
  * writes no data); after a power cut the kept inode holds what the disk held for the file.
  *
@@ -69,44 +74,55 @@ static bool read_small(const char *path, char *buf, size_t size)
 	return true;
 }
 
-/* Has the ext4 file system on dev a journal, with data=ordered or data=journal, no fast commits? */
-static bool ext4_journal_ordered(dev_t dev)
+/*
+ * The ext4 file system on dev: -1 when it cannot be told, 0 without a journal, 1 with one (its
+ * metadata is committed in order), 2 with one and data=ordered or data=journal.
+ */
+static int ext4_journal_mode(dev_t dev)
 {
 	char link[PATH_MAX], path[PATH_MAX], target[PATH_MAX], buf[4096];
 	snprintf(link, sizeof link, "/sys/dev/block/%u:%u", major(dev), minor(dev));
 	ssize_t k = readlink(link, target, sizeof target - 1);
 	if (k <= 0)
-		return false;
+		return -1;
 	target[k] = '\0';
 	const char *name = strrchr(target, '/') ? strrchr(target, '/') + 1 : target;
 	if (strlen(name) > NAME_MAX)
-		return false;
+		return -1;
 	/* "<none>" without a journal, else the pid of its jbd2 thread */
 	if (snprintf(path, sizeof path, "/sys/fs/ext4/%s/journal_task", name) >= (int)sizeof path ||
-	    !read_small(path, buf, sizeof buf) || buf[0] < '0' || buf[0] > '9')
-		return false;
-	if (snprintf(path, sizeof path, "/proc/fs/ext4/%s/options", name) >= (int)sizeof path ||
 	    !read_small(path, buf, sizeof buf))
-		return false;
+		return -1;
+	if (strncmp(buf, "<none>", 6) == 0)
+		return 0;
+	if (buf[0] < '0' || buf[0] > '9' ||
+	    snprintf(path, sizeof path, "/proc/fs/ext4/%s/options", name) >= (int)sizeof path ||
+	    !read_small(path, buf, sizeof buf))
+		return -1;
 	/* one option per line; fast commits show as "fc_debug_force" (the flag's token) */
-	bool ordered = strstr(buf, "\ndata=ordered\n") || strstr(buf, "\ndata=journal\n");
-	return ordered && !strstr(buf, "fc_debug_force") && !strstr(buf, "fast_commit");
+	if (strstr(buf, "fc_debug_force") || strstr(buf, "fast_commit"))
+		return -1;
+	return strstr(buf, "\ndata=ordered\n") || strstr(buf, "\ndata=journal\n") ? 2 : 1;
 }
 
 void store_detect_ordering(struct store *s, int fd)
 {
 	struct statfs sf;
-	s->ordered_metadata = s->ordered_records = false;
+	s->ordered_metadata = s->ordered_records = s->kept_fsync = false;
 	if (fstatfs(fd, &sf) < 0)
 		return;
-	if (sf.f_type == XFS_MAGIC)
+	if (sf.f_type == XFS_MAGIC) {
 		s->ordered_metadata = s->ordered_records = true;
-	else if (sf.f_type == EXT4_MAGIC && ext4_journal_ordered(s->dev))
-		s->ordered_metadata = s->ordered_records = true;
+	} else if (sf.f_type == EXT4_MAGIC) {
+		int m = ext4_journal_mode(s->dev);
+		s->ordered_metadata = m >= 1;
+		s->ordered_records = m >= 2;
+		s->kept_fsync = m == 0;
+	}
 	/* Tests: force the flushes (directories and records), or assume an ordered file system
 	 * on one that is not (to exercise recovery where no journaled file system is at hand). */
 	if (getenv("BROKERED_STORE_FSYNC_DIRS"))
-		s->ordered_metadata = s->ordered_records = false;
+		s->ordered_metadata = s->ordered_records = s->kept_fsync = false;
 	else if (getenv("BROKERED_STORE_ASSUME_ORDERED"))
 		s->ordered_metadata = s->ordered_records = true;
 }
@@ -157,7 +173,12 @@ static int kept_dir(struct store_turn *t)
 	if (r < 0)
 		return r;
 	t->kept_fd = store_open_dir_at(s->kept_fd, t->id);
-	return t->kept_fd < 0 ? t->kept_fd : 0;
+	if (t->kept_fd < 0)
+		return t->kept_fd;
+	/* without a journal, its entry in kept/ (and kept/ in the store) are written out now */
+	if (s->kept_fsync && (fsync(s->kept_fd) < 0 || fsync(s->root_fd) < 0))
+		return negative_errno();
+	return 0;
 }
 
 /* kept/<turn>/<name> → the inode of fd, made before the change it protects. */
@@ -218,17 +239,23 @@ int store_kept_record(struct store_turn *t, const struct store_record *rec, int 
 	int r = store_record_format(rec, &sb);
 	if (r >= 0)
 		r = store_manifest_append(t, sb.buf, sb.len);
+	struct store *s = t->store;
 	bool kept = false;
-	if (r >= 0 && t->opts.sync && t->store->ordered_records && kept_dir(t) >= 0 &&
-	    kept_name(rec->path, &sb) >= 0)
+	if (r >= 0 && t->opts.sync && (s->ordered_records || (s->kept_fsync && fd >= 0)) &&
+	    kept_dir(t) >= 0 && kept_name(rec->path, &sb) >= 0)
 		kept = (fd >= 0 ? kept_link(t, fd, sb.buf) : kept_likeness(t, rec, sb.buf)) >= 0;
 	strbuf_free(&sb);
+	/* Without a journal, nothing orders the kept name before the change: one fsync of the
+	 * turn's kept/ directory writes it out (in place of the manifest's flush and of the
+	 * objects/ directory's, whose link the recovery makes again from the kept name). */
+	if (kept && s->kept_fsync && !s->ordered_records && fsync(t->kept_fd) < 0)
+		kept = false;
 	/* Where the kept name cannot carry the record (no ordering, a path too long for one name,
 	 * the same path kept by another run of the turn, an owner we cannot give), the manifest is
 	 * flushed as before. */
 	if (r >= 0 && !kept)
 		t->dirty_manifest = true;
-	return r;
+	return r < 0 ? r : kept;
 }
 
 /* ---- recovery ---- */
@@ -257,20 +284,27 @@ static int kept_object(struct store *s, int kdir, const char *name, const char *
 	char prefix[3] = {hash[0], hash[1], '\0'}, obj[66] = {hash[0], hash[1], '/'};
 	memcpy(obj + 3, hash + 2, 63);
 	struct stat st;
+	int r = 0;
 	if (fstatat(s->objects_fd, obj, &st, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISREG(st.st_mode) &&
-	    (uint64_t)st.st_size == size)
-		return 0;
-	int r = store_mkdir_0700_at(s->objects_fd, prefix);
-	if (r < 0)
-		return r;
-	(void)unlinkat(s->objects_fd, obj, 0); /* a leftover of another size */
-	if (linkat(kdir, name, s->objects_fd, obj, 0) < 0)
+	    (uint64_t)st.st_size == size) {
+		if (s->ordered_metadata)
+			return 0; /* there, and on disk if its kept name is */
+	} else {
+		if ((r = store_mkdir_0700_at(s->objects_fd, prefix)) < 0)
+			return r;
+		(void)unlinkat(s->objects_fd, obj, 0); /* a leftover of another size */
+		if (linkat(kdir, name, s->objects_fd, obj, 0) < 0)
+			return negative_errno();
+	}
+	/* written out before the kept name that now holds it goes */
+	if (r > 0 && store_fsync_dirfd(s->objects_fd) < 0)
 		return negative_errno();
 	_cleanup_close_ int pfd = store_open_dir_at(s->objects_fd, prefix);
 	return pfd < 0 ? pfd : store_fsync_dirfd(pfd);
 }
 
-/* The record of the kept file kdir/name for path, appended to the manifest. */
+/* The record of the kept file kdir/name for path, appended to the manifest (manifest_fd -1: its
+ * object only). */
 static int kept_recover_one(struct store *s, int kdir, const char *name, const char *path,
 			    int manifest_fd)
 {
@@ -298,6 +332,10 @@ static int kept_recover_one(struct store *s, int kdir, const char *name, const c
 	} else if (!S_ISDIR(st.st_mode)) {
 		return 0;
 	}
+	if (manifest_fd < 0) { /* the record is there: the object only */
+		free(rec.target);
+		return r;
+	}
 	struct strbuf sb = STRBUF_INIT;
 	if (r >= 0)
 		r = strbuf_appendc(&sb, '\n');
@@ -308,6 +346,43 @@ static int kept_recover_one(struct store *s, int kdir, const char *name, const c
 	strbuf_free(&sb);
 	free(rec.target);
 	return r;
+}
+
+/*
+ * A kept file that is still at its path (the broker was killed, or the change failed, between the
+ * link and the change): the change never happened, and the object must not share the inode that
+ * the path goes on changing. If objects/ links it, the link is replaced by a copy. 1: unchanged.
+ */
+static int kept_unshare(struct store *s, int kdir, const char *name, const char *path)
+{
+	struct stat kst, pst, ost;
+	if (fstatat(kdir, name, &kst, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(kst.st_mode) ||
+	    lstat(path, &pst) < 0 || pst.st_dev != kst.st_dev || pst.st_ino != kst.st_ino)
+		return 0;
+	_cleanup_close_ int fd = openat(kdir, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+	char hash[65], obj[66];
+	int r = fd < 0 ? negative_errno() : store_hash_fd(fd, hash);
+	if (r < 0)
+		return r;
+	obj[0] = hash[0], obj[1] = hash[1], obj[2] = '/';
+	memcpy(obj + 3, hash + 2, 63);
+	if (fstatat(s->objects_fd, obj, &ost, AT_SYMLINK_NOFOLLOW) < 0 || ost.st_ino != kst.st_ino)
+		return 1;
+	_cleanup_free_ char *tmp = NULL;
+	if ((r = store_random_name("cp-", &tmp)) < 0)
+		return r;
+	int tfd = openat(s->tmp_fd, tmp, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (tfd < 0)
+		return negative_errno();
+	r = store_copy_fd(fd, tfd);
+	if (r >= 0 && store_durable_enabled() && fdatasync(tfd) < 0)
+		r = negative_errno();
+	safe_close(tfd);
+	if (r >= 0 && renameat(s->tmp_fd, tmp, s->objects_fd, obj) < 0)
+		r = negative_errno();
+	if (r < 0)
+		(void)unlinkat(s->tmp_fd, tmp, 0);
+	return r < 0 ? r : 1;
 }
 
 /* Records for the kept names of kdir whose paths have none in the turn's manifest. */
@@ -326,9 +401,16 @@ static int kept_recover(struct store *s, int turn_fd, int kdir, int manifest_fd)
 		if (de->d_name[0] == '.' &&
 		    (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2])))
 			continue;
-		if (kept_path(de->d_name, &path) < 0 || store_set_contains(&seen, path.buf))
+		if (kept_path(de->d_name, &path) < 0)
 			continue;
-		r = kept_recover_one(s, kdir, de->d_name, path.buf, manifest_fd);
+		if ((r = kept_unshare(s, kdir, de->d_name, path.buf)) != 0)
+			continue; /* unchanged (or an error, which ends the loop) */
+		/* Without ordered metadata the object's link may be what was lost: made again
+		 * for every kept file, its record appended only where it is missing. */
+		if (!store_set_contains(&seen, path.buf))
+			r = kept_recover_one(s, kdir, de->d_name, path.buf, manifest_fd);
+		else if (!s->ordered_metadata)
+			r = kept_recover_one(s, kdir, de->d_name, path.buf, -1);
 	}
 	if (d)
 		closedir(d);

@@ -297,6 +297,9 @@ int store_file_link_in(struct store_turn *t, int dirfd, const char *name, const 
 	char obj[66], self[64];
 	object_name(rec->hash, obj);
 	snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+	/* objects/<xx>/ needs no fsync for this link if a kept name carries the record */
+	unsigned idx = hex_nibble(rec->hash[0]) << 4 | hex_nibble(rec->hash[1]);
+	uint8_t dirty = t->dirty_prefix[idx / 8];
 	if ((r = object_prefix_ensure(t, rec->hash)) < 0)
 		return r;
 	bool created = false;
@@ -318,11 +321,15 @@ int store_file_link_in(struct store_turn *t, int dirfd, const char *name, const 
 	}
 	rec->moved = true;
 	r = store_kept_record(t, rec, fd);
+	if (r > 0) {
+		t->dirty_prefix[idx / 8] = dirty;
+		t->kept_prefix[idx / 8] |= (uint8_t)(1u << (idx % 8));
+	}
 	if (r < 0 && created)
 		(void)unlinkat(s->objects_fd, obj, 0);
 	if (r >= 0 && created)
 		t->stats.bytes_stored += rec->size;
-	return r;
+	return r < 0 ? r : 0;
 }
 
 static int pending_push(struct store_turn *t, int fd, char *tmp, const struct store_record *rec)

@@ -171,9 +171,9 @@ static int preimage_one(struct store_turn *t, int dirfd, const char *name, const
 			r = preimage_file(t, dirfd, name, &st, flags, &rec, consumed, res);
 		else if (rec.kind == STORE_KIND_SYMLINK &&
 			 (r = store_readlink_at(dirfd, name, (size_t)st.st_size, &rec.target)) >= 0)
-			r = store_kept_record(t, &rec, -1);
+			r = MIN(store_kept_record(t, &rec, -1), 0);
 		else if (rec.kind == STORE_KIND_DIR)
-			r = store_kept_record(t, &rec, -1);
+			r = MIN(store_kept_record(t, &rec, -1), 0);
 		else if (rec.kind != STORE_KIND_SYMLINK)
 			r = store_record_append(t, &rec);
 		free(rec.target);
@@ -287,6 +287,24 @@ int store_flush(struct store_turn *t)
 	return store_sync_pending(t, false);
 }
 
+/* fsync the objects/<xx>/ directories in the bitset (not needed where metadata is ordered). */
+int store_fsync_prefixes(struct store_turn *t, const uint8_t set[32])
+{
+	for (unsigned i = 0; i < 256 && !t->store->ordered_metadata; i++) {
+		if (!(set[i / 8] & (1u << (i % 8))))
+			continue;
+		char prefix[3];
+		snprintf(prefix, sizeof prefix, "%02x", i);
+		_cleanup_close_ int pfd = store_open_dir_at(t->store->objects_fd, prefix);
+		if (pfd < 0)
+			return pfd;
+		int r = store_fsync_dirfd(pfd);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 int store_sync(struct store_turn *t)
 {
 	if (!t || !t->opts.enabled)
@@ -299,17 +317,8 @@ int store_sync(struct store_turn *t)
 		memset(t->dirty_prefix, 0, sizeof t->dirty_prefix);
 		return 0;
 	}
-	for (unsigned i = 0; i < 256 && !t->store->ordered_metadata; i++) {
-		if (!(t->dirty_prefix[i / 8] & (1u << (i % 8))))
-			continue;
-		char prefix[3];
-		snprintf(prefix, sizeof prefix, "%02x", i);
-		_cleanup_close_ int pfd = store_open_dir_at(t->store->objects_fd, prefix);
-		if (pfd < 0)
-			return pfd;
-		if ((r = store_fsync_dirfd(pfd)) < 0)
-			return r;
-	}
+	if ((r = store_fsync_prefixes(t, t->dirty_prefix)) < 0)
+		return r;
 	memset(t->dirty_prefix, 0, sizeof t->dirty_prefix);
 	if (t->dirty_objects && !t->store->ordered_metadata &&
 	    (r = store_fsync_dirfd(t->store->objects_fd)) < 0)

@@ -636,6 +636,9 @@ int store_turn_commit(struct store_turn *t, const char *message)
 		return 0;
 	}
 	int r = store_sync(t);
+	/* the objects/ links of kept files, before their kept names go (no-op with a journal) */
+	if (r >= 0)
+		r = store_fsync_prefixes(t, t->kept_prefix);
 	(void)flock(t->dir_fd, LOCK_UN);
 	if (r >= 0)
 		r = commit_dir(t->store, t->id, message,

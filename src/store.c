@@ -417,32 +417,48 @@ static int cmp_indexed(const void *a, const void *b)
 	return c ? c : (x->idx < y->idx ? -1 : x->idx > y->idx);
 }
 
-/* Sort by path, keeping the earliest record per path (file order). */
+/*
+ * Sort by path, keeping the earliest record per path (file order), in place: a 20k-path turn's
+ * records are megabytes, and the broker reads them when a run ends (git guard). An index is
+ * sorted, v is permuted along its cycles, then duplicates are dropped.
+ */
 static int records_dedup(struct store_record *v, size_t n, struct store_record **ret, size_t *ret_n)
 {
 	struct indexed *ix = calloc(n ? n : 1, sizeof *ix);
-	struct store_record *out = calloc(n ? n : 1, sizeof *out);
-	if (!ix || !out) {
-		free(ix);
-		free(out);
+	if (!ix) {
 		store_records_free(v, n);
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < n; i++)
-		ix[i] = (struct indexed){i, &v[i]};
-	qsort(ix, n, sizeof *ix, cmp_indexed);
-	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (k > 0 && strcmp(out[k - 1].path, ix[i].r->path) == 0)
-			store_record_done(ix[i].r);
-		else
-			out[k++] = *ix[i].r, out[k - 1].seq = ix[i].idx;
+		v[i].seq = i;
+		ix[i] = (struct indexed){i, &v[i]};
+	}
+	qsort(ix, n, sizeof *ix, cmp_indexed);
+	for (size_t i = 0; i < n; i++) { /* v[j] = old v[ix[j].idx], cycle by cycle */
+		if (ix[i].idx == SIZE_MAX || ix[i].idx == i)
+			continue;
+		struct store_record tmp = v[i];
+		size_t j = i;
+		while (ix[j].idx != i) {
+			size_t src = ix[j].idx;
+			v[j] = v[src];
+			ix[j].idx = SIZE_MAX;
+			j = src;
+		}
+		v[j] = tmp;
+		ix[j].idx = SIZE_MAX;
 	}
 	free(ix);
-	free(v);
-	*ret = out;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (k > 0 && strcmp(v[k - 1].path, v[i].path) == 0)
+			store_record_done(&v[i]);
+		else
+			v[k++] = v[i];
+	}
+	*ret = n ? v : (free(v), calloc(1, sizeof *v));
 	*ret_n = k;
-	return 0;
+	return *ret ? 0 : -ENOMEM;
 }
 
 static int turn_read_records(struct store *s, const char *id, const char *file,
@@ -463,7 +479,9 @@ static int turn_read_records(struct store *s, const char *id, const char *file,
 	} else if (r < 0) {
 		return r;
 	}
-	if ((r = store_manifest_parse(buf ? buf : "", n, &v, &nrec, NULL)) < 0)
+	r = store_manifest_parse(buf ? buf : "", n, &v, &nrec, NULL);
+	free(TAKE_PTR(buf)); /* the records hold copies: not both in memory longer than needed */
+	if (r < 0)
 		return r;
 	return records_dedup(v, nrec, ret, ret_n);
 }
