@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Internals shared by store.c, store-manifest.c and store-restore.c. Not for other modules. */
+/* Internals shared by the store-*.c files. Not for other modules. */
 #pragma once
 
 #include <stdbool.h>
@@ -18,10 +18,16 @@
  *   current.lock                flock: serialises begin/join/commit of the explicit turn
  *   modify_backup/objects/ab/<62 hex>   content, named by SHA-256, written once, 0600
  *   modify_backup/tmp/          temp files on their way into objects/ (stale ones: gc)
+ *   modify_backup/kept/<id>/<path, encoded>   hard links of the files a turn kept, named by
+ *                               their paths: records that ride on the journal (store-kept.c)
  *   modify_backup/turns/<id>/   one turn: meta (one record line: state, message, times),
  *                               manifest (append-only pre-images), post (post-states, at
  *                               commit), calls (tool call ids, one escaped id per line)
  */
+
+#define STORE_ID_MAX	   128
+#define STORE_META_MAX	   (64 * 1024)
+#define STORE_MANIFEST_MAX ((size_t)1 << 30)
 
 struct store_kv {
 	const char *key, *value;
@@ -30,12 +36,17 @@ struct store_kv {
 struct store {
 	char *session_id;
 	char *session_dir;
-	int session_fd, root_fd, objects_fd, tmp_fd, turns_fd;
+	int session_fd, root_fd, objects_fd, tmp_fd, turns_fd, kept_fd;
 	int lock_fd;
 	dev_t dev; /* file system of the store, for moving consumed files in */
-	/* ext4 and XFS journal metadata in order: an fsync of the manifest also makes every
-	 * earlier rename and link durable, so directories need no fsync of their own. */
+	/* A journaled ext4 or XFS commits metadata in order: an fsync of the manifest also makes
+	 * every earlier rename and link durable, so directories need no fsync of their own. */
 	bool ordered_metadata;
+	/* ... and kept names carry the records of kept files (store-kept.c): no flush for them. */
+	bool ordered_records;
+	/* ext4 without a journal: a kept file's name is made durable by an fsync of its directory
+	 */
+	bool kept_fsync;
 	uint8_t known_prefix[32]; /* bitset: objects/<xx>/ directories known to exist */
 };
 
@@ -59,6 +70,7 @@ struct store_turn {
 	char *id;
 	char *call;
 	int dir_fd, manifest_fd;
+	int kept_fd; /* kept/<id>/, once this turn kept a file there */
 	struct path_set seen;
 	struct pending *pending;
 	size_t n_pending, cap_pending;
@@ -67,6 +79,7 @@ struct store_turn {
 	 * recorded is in seen: commit lists the paths from memory. */
 	bool exclusive, seen_incomplete;
 	uint8_t dirty_prefix[32]; /* bitset: objects/<xx>/ directories to fsync */
+	uint8_t kept_prefix[32];  /* ... of kept files: without a journal, fsync'd at commit */
 	struct store_stats stats;
 	/* A run's private turn is created on disk at its first pre-image: a command that changes
 	 * nothing leaves no empty turn and pays no directory creation and flushes. */
@@ -85,12 +98,58 @@ int store_line_split(char *line, size_t n, struct store_kv *kv, size_t max, size
 int store_unescape_dup(const char *s, char **ret);
 int store_record_parse_line(char *line, size_t n, struct store_record *ret);
 
-/* Helpers in store.c used by store-restore.c. */
+/* store.c: directories, small files, the path set */
+int store_mkdir_0700_at(int dirfd, const char *name);
+int store_open_dir_at(int dirfd, const char *name);
+int64_t store_now_ns(void);
+int store_random_name(const char *prefix, char **ret);
+bool store_durable_enabled(void);
+int store_fsync_dirfd(int fd);
 int store_read_file_at(int dirfd, const char *name, size_t max, char **ret, size_t *ret_n);
+int store_write_all(int fd, const void *buf, size_t n);
+/* Replace dirfd/name atomically with data: temp file, fsync, rename, fsync of the directory. */
+int store_write_file_atomic_at(int dirfd, const char *name, const char *data, size_t n);
+bool store_set_contains(const struct path_set *set, const char *p);
+int store_set_add(struct path_set *set, const char *p);
+void store_set_remove(struct path_set *set, const char *p);
+void store_set_free(struct path_set *set);
+
+/* store-object.c: content objects */
 int store_hash_fd(int fd, char ret_hex[65]);
 int store_copy_fd(int src, int dst);
-int store_random_name(const char *prefix, char **ret);
+int store_file_link_in(struct store_turn *t, int dirfd, const char *name, const struct stat *st,
+		       struct store_record *rec);
+int store_file_copy_in(struct store_turn *t, int dirfd, const char *name, const struct stat *st,
+		       struct store_record *rec);
+/* Put the copies waiting for a flush in place (durable: flushed first) and record them. */
+int store_sync_pending(struct store_turn *t, bool durable);
+
+/* store-preimage.c */
+int store_manifest_append(struct store_turn *t, const char *line, size_t n);
+int store_record_append(struct store_turn *t, const struct store_record *rec);
+void store_record_from_stat(struct store_record *r, const struct stat *st);
+int store_readlink_at(int dirfd, const char *name, size_t hint, char **ret);
+int store_fsync_prefixes(struct store_turn *t, const uint8_t set[32]);
+
+/* store-turn.c */
+int store_meta_read(int turn_fd, struct store_turn_info *ret);
 int store_turn_new_private(struct store *s, const struct store_options *o, const char *message,
 			   struct store_turn **ret);
-void store_record_from_stat(struct store_record *r, const struct stat *st);
-int store_fsync_dirfd(int fd);
+/* Create a run's lazy turn on disk (at its first pre-image). */
+int store_turn_materialize(struct store_turn *t);
+
+/* store-kept.c */
+/* Which flushes the file system of the store lets us skip (fd: a directory of the store). */
+void store_detect_ordering(struct store *s, int fd);
+/* Append rec and make its kept name (a file kept by a link: fd open on it; a directory or a
+ * symlink: fd -1, a likeness of it), or mark the manifest for the next store_sync()'s flush.
+ * 1: the kept name carries the record (no flush of the manifest or of objects/ needed). */
+int store_kept_record(struct store_turn *t, const struct store_record *rec, int fd);
+/* Records for the turn's kept names (complete: the manifest has them all already), the manifest
+ * flushed, the names removed. The caller holds the turn (exclusively, or as its only writer). */
+int store_kept_settle(struct store *s, int turn_fd, const char *id, bool complete);
+/* Settle the kept names of every turn nobody holds (a broker killed, a power cut). */
+int store_kept_recover_all(struct store *s);
+
+/* store-gc.c */
+int store_remove_tree_at(int dirfd, const char *name);
