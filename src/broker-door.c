@@ -455,10 +455,10 @@ static int door_open_report(struct broker_door *d, const char *path, int *ret_fd
 static int door_delete(struct broker_door *d, const struct broker_host_op *op,
 		       struct broker_ipc_result *ret)
 {
-	/* The request's own mode, or the configured one. */
-	enum broker_delete_mode mode =
-	    op->delete_mode != BROKER_DELETE_DEFAULT ? op->delete_mode : d->delete_mode;
-	bool trash = mode == BROKER_DELETE_TRASH;
+	/* The request's own mode, or the configured one; what its unlinks do too. */
+	if (op->delete_mode != BROKER_DELETE_DEFAULT)
+		d->delete_mode = op->delete_mode;
+	bool trash = d->delete_mode == BROKER_DELETE_TRASH;
 	_cleanup_close_ int report_fd = -1;
 	int r;
 	if (op->report_path && (r = door_open_report(d, op->report_path, &report_fd)) < 0)
