@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "basic/escape.h"
+#include "basic/fd-util.h"
+#include "basic/fs-util.h"
 #include "basic/json-write.h"
 #include "basic/macro.h"
 #include "basic/path-util.h"
@@ -213,20 +215,15 @@ static int door_read(struct broker_door *d, const char *path, int flags,
 			int fd;
 			int of = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
 			if (res->obj_fd >= 0) {
-				char p[64];
-				proc_fd_path(p, sizeof p, res->obj_fd);
-				fd = open(p, of);
+				fd = open(FORMAT_PROC_FD_PATH(res->obj_fd), of);
 			} else {
 				fd = openat(res->parent_fd, res->name, of | O_NOFOLLOW);
 			}
 			if (fd < 0) {
 				r = negative_errno();
 			} else {
-				if (!(flags & O_NONBLOCK)) {
-					int fl = fcntl(fd, F_GETFL);
-					if (fl >= 0)
-						(void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-				}
+				if (!(flags & O_NONBLOCK))
+					(void)fd_nonblock(fd, false);
 				ret->fd = fd;
 			}
 		}
@@ -271,12 +268,12 @@ static int door_trash(struct broker_door *d, const char *path, bool recursive,
 	int r = resolve_path(&ctx, AT_FDCWD, path, 0, res);
 	if (r >= 0) {
 		c.log.real = res->real;
-		if (!strcmp(res->name, ".") || !strcmp(res->name, ".."))
+		if (dot_or_dot_dot(res->name))
 			r = -EINVAL;
 		else if (!res->exists)
 			r = -ENOENT;
 		else if (S_ISDIR(res->st.st_mode) && !recursive &&
-			 (r = broker_dir_is_empty(res->parent_fd, res->name)) >= 0)
+			 (r = dir_is_empty_at(res->parent_fd, res->name)) >= 0)
 			r = r ? 0 : -ENOTEMPTY;
 	}
 	if (r >= 0) {
@@ -295,20 +292,15 @@ static int door_trash(struct broker_door *d, const char *path, bool recursive,
 static int list_names_at(int parent_fd, const char *name, size_t *budget, char ***ret,
 			 size_t *ret_n)
 {
-	int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
+	DIR *dir = opendir_at(parent_fd, name);
+	if (!dir)
 		return negative_errno();
-	DIR *dir = fdopendir(fd);
-	if (!dir) {
-		close(fd);
-		return negative_errno();
-	}
 	char **v = NULL;
 	size_t n = 0;
 	int r = 0;
 	struct dirent *de;
 	while ((de = readdir(dir))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+		if (dot_or_dot_dot(de->d_name))
 			continue;
 		if (*budget == 0) {
 			r = -E2BIG;
@@ -426,16 +418,7 @@ static int report_line(int fd, const char *target, const char *real, const char 
 	if (trashed)
 		json_kv_str(&sb, "trashPath", trashed);
 	strbuf_appends(&sb, "}\n");
-	int r = sb.oom ? -ENOMEM : 0;
-	for (size_t off = 0; r >= 0 && off < sb.len;) {
-		ssize_t k = write(fd, sb.buf + off, sb.len - off);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			r = k < 0 ? negative_errno() : -EIO;
-		else
-			off += (size_t)k;
-	}
+	int r = sb.oom ? -ENOMEM : loop_write(fd, sb.buf, sb.len);
 	strbuf_free(&sb);
 	return r;
 }
@@ -538,41 +521,6 @@ static int door_mkdir(struct broker_door *d, const struct broker_host_op *op,
 
 /* ---- copy ---- */
 
-static int copy_fd(int src, int dst)
-{
-	bool plain = false;
-	char buf[65536];
-	for (;;) {
-		ssize_t k;
-		if (!plain) {
-			k = copy_file_range(src, NULL, dst, NULL, 1u << 30, 0);
-			if (k < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS ||
-				      errno == EOPNOTSUPP)) {
-				plain = true;
-				continue;
-			}
-		} else {
-			k = read(src, buf, sizeof buf);
-			if (k > 0) {
-				for (ssize_t off = 0; off < k;) {
-					ssize_t w = write(dst, buf + off, (size_t)(k - off));
-					if (w < 0 && errno == EINTR)
-						continue;
-					if (w <= 0)
-						return w < 0 ? negative_errno() : -EIO;
-					off += w;
-				}
-			}
-		}
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return negative_errno();
-		if (k == 0)
-			return 0;
-	}
-}
-
 /*
  * The read side of a copy: resolve from into c->res, decide it with the policy's read decision,
  * open a regular file into *ret_src. Only refusals and failures here get a line of their own.
@@ -627,7 +575,7 @@ static int copy_file(struct broker_door *d, int src, const char *to, mode_t mode
 	if (r >= 0 && dst < 0)
 		r = -EACCES;
 	if (r >= 0)
-		r = copy_fd(src, dst);
+		r = copy_bytes(src, dst);
 	return r;
 }
 

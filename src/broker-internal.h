@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
@@ -144,8 +143,6 @@ mode_t broker_create_mode(const struct broker_call *c, bool dir);
 int broker_ops_perform(struct broker_call *c);
 /* Move an already resolved and allowed path to the trash, recording its pre-image first. */
 int broker_trash_move(struct broker_call *c, struct resolved *res, char **ret_trashed);
-/* 1 if parent_fd/name is an empty directory, 0 if not, -errno if it cannot be read. */
-int broker_dir_is_empty(int parent_fd, const char *name);
 
 /* ---- broker-door.c ---- */
 
@@ -164,11 +161,6 @@ static inline void set_value(struct broker_resp *resp, int64_t v)
 {
 	resp->kind = BROKER_RESP_VALUE;
 	resp->value = v;
-}
-
-static inline void proc_fd_path(char *buf, size_t n, int fd)
-{
-	snprintf(buf, n, "/proc/self/fd/%d", fd);
 }
 
 /* The broker's own umask must not apply on top of the target's: clear it around a creating

@@ -16,6 +16,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "basic/fd-util.h"
+#include "basic/fs-util.h"
 #include "basic/macro.h"
 #include "basic/path-util.h"
 #include "basic/stat-util.h"
@@ -109,11 +111,8 @@ static int open_special(int parent_fd, const char *name, int flags)
 	int fd = openat(parent_fd, name, flags | O_NONBLOCK | O_NOFOLLOW);
 	if (fd < 0)
 		return negative_errno();
-	if (!(flags & O_NONBLOCK)) {
-		int fl = fcntl(fd, F_GETFL);
-		if (fl >= 0)
-			(void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-	}
+	if (!(flags & O_NONBLOCK))
+		(void)fd_nonblock(fd, false);
 	return fd;
 }
 
@@ -144,9 +143,7 @@ static int open_magic(struct broker_call *c)
 				  (q->flags & O_ACCMODE) != O_RDONLY || (q->flags & O_TRUNC));
 	if (r < 0)
 		return r;
-	char p[64];
-	proc_fd_path(p, sizeof p, res->obj_fd);
-	int fd = open(p, open_flags(q));
+	int fd = open(FORMAT_PROC_FD_PATH(res->obj_fd), open_flags(q));
 	if (fd < 0)
 		return negative_errno();
 	answer_fd(c, fd);
@@ -292,9 +289,7 @@ static int do_truncate(struct broker_call *c)
 		return r < 0 ? r : 0;
 	_cleanup_close_ int fd = -1;
 	if (res->obj_fd >= 0) {
-		char p[64];
-		proc_fd_path(p, sizeof p, res->obj_fd);
-		fd = open(p, O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+		fd = open(FORMAT_PROC_FD_PATH(res->obj_fd), O_WRONLY | O_CLOEXEC | O_NONBLOCK);
 	} else {
 		fd = openat(res->parent_fd, res->name,
 			    O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
@@ -313,23 +308,6 @@ static int do_truncate(struct broker_call *c)
 }
 
 /* ---- unlink / rmdir ---- */
-
-int broker_dir_is_empty(int parent_fd, const char *name)
-{
-	int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return negative_errno();
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return negative_errno();
-	}
-	int empty = 1;
-	for (struct dirent *de; empty && (de = readdir(d));)
-		empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
-	closedir(d);
-	return empty;
-}
 
 int broker_trash_move(struct broker_call *c, struct resolved *res, char **ret_trashed)
 {
@@ -368,7 +346,7 @@ static int do_unlink(struct broker_call *c)
 		return r < 0 ? r : 0;
 	/* Only an empty directory can go; don't record a pre-image for a refusal (one that cannot
 	 * be read is left to rmdir's own error). */
-	if (rmdir_ && broker_dir_is_empty(res->parent_fd, res->name) == 0)
+	if (rmdir_ && dir_is_empty_at(res->parent_fd, res->name) == 0)
 		return -ENOTEMPTY;
 	enum broker_delete_mode mode = c->door ? c->door->delete_mode : c->b->delete_mode;
 	if (mode == BROKER_DELETE_TRASH && !rmdir_) {
@@ -407,19 +385,14 @@ static int record_tree_arrivals(struct broker *b, int src_dirfd, const char *src
 {
 	if (depth > 256)
 		return -ELOOP;
-	int fd = openat(src_dirfd, src_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
+	DIR *d = opendir_at(src_dirfd, src_name);
+	if (!d)
 		return errno == ENOTDIR ? 0 : negative_errno();
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return negative_errno();
-	}
 	int r = 0;
 	struct dirent *de;
 	struct strbuf sb = STRBUF_INIT;
 	while (r >= 0 && (de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+		if (dot_or_dot_dot(de->d_name))
 			continue;
 		strbuf_reset(&sb);
 		if ((r = path_join(dst_real, de->d_name, &sb)) < 0)
@@ -444,8 +417,7 @@ static int rename_check_names(const struct broker_req *q, const struct resolved 
 {
 	if (!src->exists)
 		return -ENOENT;
-	if (!strcmp(src->name, ".") || !strcmp(src->name, "..") || !strcmp(dst->name, ".") ||
-	    !strcmp(dst->name, ".."))
+	if (dot_or_dot_dot(src->name) || dot_or_dot_dot(dst->name))
 		return -EBUSY;
 	bool exchange = q->flags & RENAME_EXCHANGE;
 	if ((q->flags & RENAME_NOREPLACE) && dst->exists)
@@ -472,7 +444,7 @@ static int rename_check_dirs(const struct broker_req *q, const struct resolved *
 {
 	if (!(q->flags & RENAME_EXCHANGE) && dst->exists && S_ISDIR(dst->st.st_mode) &&
 	    S_ISDIR(src->st.st_mode) && !stat_inode_same(&src->st, &dst->st) &&
-	    broker_dir_is_empty(dst->parent_fd, dst->name) <= 0)
+	    dir_is_empty_at(dst->parent_fd, dst->name) <= 0)
 		return -ENOTEMPTY;
 	if (S_ISDIR(src->st.st_mode) && path_is_under(dst->real, src->real) &&
 	    strcmp(dst->real, src->real) != 0)
@@ -711,9 +683,8 @@ static int do_link(struct broker_call *c)
 			return r;
 	}
 	if (src->obj_fd >= 0) {
-		char p[64];
-		proc_fd_path(p, sizeof p, src->obj_fd);
-		r = linkat(AT_FDCWD, p, res->parent_fd, res->name, AT_SYMLINK_FOLLOW);
+		r = linkat(AT_FDCWD, FORMAT_PROC_FD_PATH(src->obj_fd), res->parent_fd, res->name,
+			   AT_SYMLINK_FOLLOW);
 	} else {
 		assert(src->parent_fd >= 0 && src->name); /* resolved by its parent and name */
 		r = linkat(src->parent_fd, src->name, res->parent_fd, res->name, 0);
@@ -823,8 +794,8 @@ static int do_meta(struct broker_call *c)
 	}
 	if (ofd < 0)
 		return negative_errno();
-	char p[64];
-	proc_fd_path(p, sizeof p, ofd);
+	char p[PROC_FD_PATH_MAX];
+	format_proc_fd_path(p, ofd);
 	if ((r = meta_before_change(c)) < 0)
 		return r;
 
