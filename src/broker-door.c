@@ -23,25 +23,22 @@
 #include "basic/path-util.h"
 #include "basic/stat-util.h"
 #include "basic/strbuf.h"
+#include "basic/string-table.h"
 #include "broker-internal.h"
 #include "policy.h"
 #include "trash.h"
 
+static const char *const ipc_decision_table[] = {
+    [BROKER_IPC_GRANT_TOKEN] = "grant-token",
+    [BROKER_IPC_HOST_OP] = "host-op",
+    [BROKER_IPC_SANDBOX] = "sandbox",
+    [BROKER_IPC_DENY] = "deny",
+};
+DEFINE_PRIVATE_STRING_TABLE_LOOKUP_TO_STRING(ipc_decision, enum broker_ipc_decision);
+
 const char *broker_ipc_decision_name(enum broker_ipc_decision d)
 {
-	switch (d) {
-	case BROKER_IPC_GRANT_TOKEN:
-		return "grant-token";
-	case BROKER_IPC_HOST_OP:
-		return "host-op";
-	case BROKER_IPC_SANDBOX:
-		return "sandbox";
-	case BROKER_IPC_DENY:
-		return "deny";
-	case BROKER_IPC_NONE:
-	default:
-		return NULL;
-	}
+	return ipc_decision_to_string(d);
 }
 
 void broker_ipc_result_done(struct broker_ipc_result *r)

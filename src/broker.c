@@ -17,6 +17,7 @@
 #include "audit.h"
 #include "basic/macro.h"
 #include "basic/path-util.h"
+#include "basic/string-table.h"
 #include "broker-internal.h"
 #include "policy.h"
 #include "proc.h"
@@ -347,22 +348,12 @@ int broker_check_git_guard(struct broker_call *c, const char *real, enum git_gua
 
 /* ---- the pre-modification hook ---- */
 
-static const char *store_result_name(enum store_result r)
-{
-	switch (r) {
-	case STORE_RESULT_ALREADY:
-		return "already";
-	case STORE_RESULT_ABSENT:
-		return "absent";
-	case STORE_RESULT_SAVED:
-		return "saved";
-	case STORE_RESULT_NOT_BACKED_UP:
-		return "not-backed-up";
-	case STORE_RESULT_DISABLED:
-	default:
-		return "disabled";
-	}
-}
+static const char *const store_result_table[] = {
+    [STORE_RESULT_ALREADY] = "already",	  [STORE_RESULT_ABSENT] = "absent",
+    [STORE_RESULT_SAVED] = "saved",	  [STORE_RESULT_NOT_BACKED_UP] = "not-backed-up",
+    [STORE_RESULT_DISABLED] = "disabled",
+};
+DEFINE_PRIVATE_STRING_TABLE_LOOKUP_TO_STRING(store_result, enum store_result);
 
 static void remember_oversize(struct broker *b, const char *path)
 {
@@ -423,7 +414,7 @@ static int before_change(struct broker_call *c, int parent_fd, const char *name,
 		/* An oversize file under deny_oversize is a refusal, not an I/O error. */
 		return r == -EFBIG ? -EACCES : r;
 	}
-	l->backup = store_result_name(res);
+	l->backup = store_result_to_string(res);
 	switch (res) {
 	case STORE_RESULT_SAVED:
 		b->stats.backups_saved++;
