@@ -4,6 +4,9 @@
  * would (resolve.c), decides by policy, takes the pre-image through one hook
  * (broker_before_change), performs the operation itself on fds, and writes one audit line per
  * decision. It never exits the process: every failure is the operation's -errno.
+ *
+ * Its files: broker.c (the core), broker-ops.c (the file operations), broker-door.c (the socket
+ * door), broker-net.c (socket operations); broker-internal.h holds what they share.
  */
 #pragma once
 

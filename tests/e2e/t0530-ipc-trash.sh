@@ -40,6 +40,15 @@ ok $? "a tree with -r"
 is "$(cat "$TRASH/files/d/e/x" 2>/dev/null)" "deep" "  is in the trash whole"
 brk_client delete --trash "$OUTSIDE" >/dev/null 2>&1
 is $? 1 "trashing outside the workspace is denied"
+printf 'plain\n' >"$WS/plain"
+mkdir -p "$WS/pd/sub" && printf 'x\n' >"$WS/pd/sub/y"
+brk_client delete --unlink "$WS/plain" >/dev/null
+ok $? "a delete that names deleteMode unlink, with trash configured"
+check "  removes the file" -- test ! -e "$WS/plain"
+check "  without trashing it" -- test ! -e "$TRASH/files/plain"
+brk_client delete --unlink -r "$WS/pd" >/dev/null
+ok $? "  and a tree with -r"
+check "  none of whose files is trashed" -- test ! -e "$TRASH/files/y"
 
 list=$(brk trash list)
 check "brokered trash list shows the first f" -- grep -qF " $WS/f" <<<"$list"
