@@ -106,7 +106,6 @@ int store_random_name(const char *prefix, char **ret);
 bool store_durable_enabled(void);
 int store_fsync_dirfd(int fd);
 int store_read_file_at(int dirfd, const char *name, size_t max, char **ret, size_t *ret_n);
-int store_write_all(int fd, const void *buf, size_t n);
 /* Replace dirfd/name atomically with data: temp file, fsync, rename, fsync of the directory. */
 int store_write_file_atomic_at(int dirfd, const char *name, const char *data, size_t n);
 bool store_set_contains(const struct path_set *set, const char *p);

@@ -53,6 +53,8 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "basic/fd-util.h"
+#include "basic/fs-util.h"
 #include "basic/macro.h"
 #include "basic/strbuf.h"
 #include "store-internal.h"
@@ -184,10 +186,9 @@ static int kept_dir(struct store_turn *t)
 /* kept/<turn>/<name> → the inode of fd, made before the change it protects. */
 static int kept_link(struct store_turn *t, int fd, const char *name)
 {
-	char self[64];
-	snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
-	return linkat(AT_FDCWD, self, t->kept_fd, name, AT_SYMLINK_FOLLOW) < 0 ? negative_errno()
-									       : 0;
+	return linkat(AT_FDCWD, FORMAT_PROC_FD_PATH(fd), t->kept_fd, name, AT_SYMLINK_FOLLOW) < 0
+		   ? negative_errno()
+		   : 0;
 }
 
 /*
@@ -342,7 +343,7 @@ static int kept_recover_one(struct store *s, int kdir, const char *name, const c
 	if (r >= 0)
 		r = store_record_format(&rec, &sb);
 	if (r >= 0)
-		r = store_write_all(manifest_fd, sb.buf, sb.len);
+		r = loop_write(manifest_fd, sb.buf, sb.len);
 	strbuf_free(&sb);
 	free(rec.target);
 	return r;

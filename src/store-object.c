@@ -17,14 +17,16 @@
 #include <dlfcn.h>
 #include <openssl/evp.h>
 
+#include "basic/fd-util.h"
+#include "basic/fs-util.h"
+#include "basic/hexdecoct.h"
 #include "basic/macro.h"
 #include "basic/stat-util.h"
 #include "basic/strbuf.h"
 #include "store-internal.h"
 #include "store.h"
 
-#define COPY_CHUNK ((size_t)1 << 30)
-#define IO_BUF	   (128 * 1024)
+#define IO_BUF (128 * 1024)
 
 /* ---- hashing and copying ---- */
 
@@ -116,23 +118,6 @@ int store_hash_fd(int fd, char ret_hex[65])
 	return store_hash_fd_sized(fd, UINT64_MAX, ret_hex);
 }
 
-static int copy_read_write(int src, int dst)
-{
-	_cleanup_free_ char *buf = malloc(IO_BUF);
-	if (!buf)
-		return -ENOMEM;
-	for (;;) {
-		ssize_t k = RETRY_EINTR(read(src, buf, IO_BUF));
-		if (k < 0)
-			return negative_errno();
-		if (k == 0)
-			return 0;
-		int r = store_write_all(dst, buf, (size_t)k);
-		if (r < 0)
-			return r;
-	}
-}
-
 /* Copy all of src (from offset 0) to the empty dst: reflink, else copy_file_range, else read. */
 int store_copy_fd(int src, int dst)
 {
@@ -140,29 +125,15 @@ int store_copy_fd(int src, int dst)
 		return 0;
 	if (lseek(src, 0, SEEK_SET) < 0 || ftruncate(dst, 0) < 0 || lseek(dst, 0, SEEK_SET) < 0)
 		return negative_errno();
-	bool any = false;
-	for (;;) {
-		ssize_t k = copy_file_range(src, NULL, dst, NULL, COPY_CHUNK, 0);
-		if (k > 0) {
-			any = true;
-			continue;
-		}
-		if (k == 0)
-			return 0;
-		if (errno == EINTR)
-			continue;
-		if (!any && (errno == EXDEV || errno == EINVAL || errno == ENOSYS ||
-			     errno == EOPNOTSUPP || errno == EPERM))
-			return copy_read_write(src, dst);
-		return negative_errno();
-	}
+	return copy_bytes(src, dst);
 }
 
 /* ---- objects ---- */
 
-static unsigned hex_nibble(char c)
+/* The objects/<xx>/ directory of a (checked, lower-case hex) hash as a number, 0 to 255. */
+static unsigned prefix_index(const char *hash)
 {
-	return c >= 'a' ? (unsigned)(c - 'a' + 10) : (unsigned)(c - '0');
+	return ((unsigned)unhexchar(hash[0]) << 4 | (unsigned)unhexchar(hash[1])) & 0xff;
 }
 
 /*
@@ -173,7 +144,7 @@ static unsigned hex_nibble(char c)
 static int object_prefix_ensure(struct store_turn *t, const char *hash)
 {
 	struct store *s = t->store;
-	unsigned idx = hex_nibble(hash[0]) << 4 | hex_nibble(hash[1]);
+	unsigned idx = prefix_index(hash);
 	t->dirty_prefix[idx / 8] |= (uint8_t)(1u << (idx % 8));
 	if (s->known_prefix[idx / 8] & (1u << (idx % 8)))
 		return 0;
@@ -190,7 +161,7 @@ static int object_prefix_ensure(struct store_turn *t, const char *hash)
 /* A remembered prefix directory that is gone after all (removed by hand): make it again. */
 static int object_prefix_forget(struct store_turn *t, const char *hash)
 {
-	unsigned idx = hex_nibble(hash[0]) << 4 | hex_nibble(hash[1]);
+	unsigned idx = prefix_index(hash);
 	t->store->known_prefix[idx / 8] &= (uint8_t) ~(1u << (idx % 8));
 	return object_prefix_ensure(t, hash);
 }
@@ -294,11 +265,11 @@ int store_file_link_in(struct store_turn *t, int dirfd, const char *name, const 
 	if (r < 0)
 		return r;
 	rec->size = (uint64_t)st2.st_size;
-	char obj[66], self[64];
+	char obj[66];
+	const char *self = FORMAT_PROC_FD_PATH(fd);
 	object_name(rec->hash, obj);
-	snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
 	/* objects/<xx>/ needs no fsync for this link if a kept name carries the record */
-	unsigned idx = hex_nibble(rec->hash[0]) << 4 | hex_nibble(rec->hash[1]);
+	unsigned idx = prefix_index(rec->hash);
 	uint8_t dirty = t->dirty_prefix[idx / 8];
 	if ((r = object_prefix_ensure(t, rec->hash)) < 0)
 		return r;

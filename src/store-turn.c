@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "basic/escape.h"
+#include "basic/fs-util.h"
 #include "basic/macro.h"
 #include "basic/parse-util.h"
 #include "basic/strbuf.h"
@@ -135,7 +136,7 @@ static int append_call(int turn_fd, const char *call)
 	if (r >= 0 && fd < 0)
 		r = negative_errno();
 	if (r >= 0)
-		r = store_write_all(fd, sb.buf, sb.len);
+		r = loop_write(fd, sb.buf, sb.len);
 	safe_close(fd);
 	strbuf_free(&sb);
 	return r;
@@ -535,7 +536,7 @@ static int post_writer_open(struct post_writer *w, int dirfd)
 
 static int post_writer_drain(struct post_writer *w)
 {
-	int r = store_write_all(w->fd, w->buf.buf ? w->buf.buf : "", w->buf.len);
+	int r = loop_write(w->fd, w->buf.buf ? w->buf.buf : "", w->buf.len);
 	strbuf_reset(&w->buf);
 	return r;
 }

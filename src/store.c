@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "basic/fs-util.h"
 #include "basic/macro.h"
 #include "basic/user-util.h"
 #include "basic/strbuf.h"
@@ -188,21 +189,6 @@ int store_read_file_at(int dirfd, const char *name, size_t max, char **ret, size
 	return *ret ? 0 : -ENOMEM;
 }
 
-int store_write_all(int fd, const void *buf, size_t n)
-{
-	const char *p = buf;
-	while (n > 0) {
-		ssize_t k = RETRY_EINTR(write(fd, p, n));
-		if (k < 0)
-			return negative_errno();
-		if (k == 0)
-			return -EIO;
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 /* Replace dirfd/name atomically with data: temp file, fsync, rename, fsync of the directory. */
 int store_write_file_atomic_at(int dirfd, const char *name, const char *data, size_t n)
 {
@@ -213,7 +199,7 @@ int store_write_file_atomic_at(int dirfd, const char *name, const char *data, si
 	int fd = openat(dirfd, tmp, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return negative_errno();
-	r = store_write_all(fd, data, n);
+	r = loop_write(fd, data, n);
 	if (r >= 0 && fchmod(fd, 0600) < 0)
 		r = negative_errno();
 	if (r >= 0 && store_durable_enabled() && fsync(fd) < 0)
