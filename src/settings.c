@@ -356,21 +356,15 @@ static int push_rule(struct loader *l, char *pattern, unsigned access, enum poli
 static int apply_list(struct loader *l, const char *key, const struct json_value *v,
 		      unsigned access, enum policy_decision d, const char *source)
 {
-	if (json_type(v) != JSON_ARRAY)
-		return type_error(l, key, "array of strings", v);
-	for (size_t i = 0; i < json_array_len(v); i++) {
-		_cleanup_strbuf_ struct strbuf k = STRBUF_INIT;
-		const char *ik = subkey(&k, key, "[%zu]", i);
-		char *p = NULL;
-		int r = get_string(l, ik, json_array_get(v, i), &p);
-		if (r >= 0 && (r = check_pattern(l, ik, p)) < 0)
-			free(p);
-		if (r < 0)
-			return r;
-		if ((r = push_rule(l, p, access, d, source)) < 0)
-			return r;
-	}
-	return 0;
+	char **p = NULL;
+	size_t n = 0, i = 0;
+	int r = apply_strings(l, key, v, STRING_PATTERN, &p, &n);
+	for (; r >= 0 && i < n; i++)
+		r = push_rule(l, p[i], access, d, source); /* takes p[i], also on failure */
+	for (; i < n; i++)
+		free(p[i]);
+	free(p);
+	return r;
 }
 
 static int parse_access_name(struct loader *l, const char *key, const struct json_value *v,
