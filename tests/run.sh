@@ -92,7 +92,15 @@ chmod -R a+rX "$stage"
 
 scripts=()
 if [ $# -gt 0 ]; then scripts=("$@"); else
-	for s in tests/e2e/t[0-9]*.sh; do scripts+=("$s"); done
+	# The longest scripts first (about a minute or more each, in some build), so that none of them
+	# is left running alone at the end; then the rest in order.
+	heavy=" t0200-tools-workspace t0370-store-kept t0402-escape-dotdot-magic t0210-tools-outside
+		t0405-escape-fd-meta t0360-store-edges t0940-debian-package t0403-escape-link-rename
+		t0401-escape-symlink t0300-store-random "
+	for h in $heavy; do [ -f "tests/e2e/$h.sh" ] && scripts+=("tests/e2e/$h.sh"); done
+	for s in tests/e2e/t[0-9]*.sh; do
+		[[ $heavy == *" $(basename "$s" .sh)"[[:space:]]* ]] || scripts+=("$s")
+	done
 fi
 
 # Jobs: every script with the release build as root and as the unprivileged user, and with the
@@ -111,28 +119,6 @@ start_job() { # start_job NAME LOG COMMAND...
 		echo "$? $(($(date +%s) - t0))" >"$log.rc"
 	) &
 }
-# Fuzz targets for a bounded time when clang is there (make fuzz built them), as jobs of the same
-# pool: each is one process on one core, so they overlap with the other jobs.
-fuzz_job() { # fuzz_job TARGET: run it on a copy of its seed corpus; TAP on stdout
-	local f=$1 name work st
-	name=$(basename "$f")
-	work=$(mktemp -d)
-	[ -d "fuzz/corpus/$name" ] && cp -r "fuzz/corpus/$name"/. "$work"/ 2>/dev/null
-	"$f" -max_total_time="${BROKERED_FUZZ_SECONDS:-12}" -rss_limit_mb=2048 "$work" 2>&1 | tail -40 | sed 's/^/# /'
-	st=${PIPESTATUS[0]}
-	rm -rf "$work"
-	if [ "$st" -eq 0 ]; then echo "ok 1 - $name: no finding"; else echo "not ok 1 - $name: finding (see log)"; fi
-	echo 1..1
-}
-export -f fuzz_job
-if [ $# -eq 0 ] && [ -d build-fuzz ]; then
-	for f in build-fuzz/fuzz-*; do
-		[ -x "$f" ] || continue
-		start_job "fuzz/$(basename "$f") (${BROKERED_FUZZ_SECONDS:-12}s)" "$log_dir/$(basename "$f").log" \
-			bash -c 'fuzz_job "$1"' _ "$f"
-	done
-fi
-
 # Static checks, as jobs of the same pool (they overlap with the end-to-end scripts): each is a
 # make target that must pass; its output is kept in the log as TAP comments.
 static_checks=(${BROKERED_STATIC_CHECKS-format-check analyze shellcheck cross-aarch64})
@@ -146,22 +132,48 @@ if [ $# -eq 0 ]; then
 	done
 fi
 
+# Fuzz targets for a bounded time when clang is there (make fuzz built them), as jobs of the same
+# pool: each is one process on one core, so they overlap with the other jobs.
+fuzz_job() { # fuzz_job TARGET: run it on a copy of its seed corpus; TAP on stdout
+	local f=$1 name work st
+	name=$(basename "$f")
+	work=$(mktemp -d)
+	[ -d "fuzz/corpus/$name" ] && cp -r "fuzz/corpus/$name"/. "$work"/ 2>/dev/null
+	"$f" -max_total_time="${BROKERED_FUZZ_SECONDS:-10}" -rss_limit_mb=2048 "$work" 2>&1 | tail -40 | sed 's/^/# /'
+	st=${PIPESTATUS[0]}
+	rm -rf "$work"
+	if [ "$st" -eq 0 ]; then echo "ok 1 - $name: no finding"; else echo "not ok 1 - $name: finding (see log)"; fi
+	echo 1..1
+}
+export -f fuzz_job
+if [ $# -eq 0 ] && [ -d build-fuzz ]; then
+	for f in build-fuzz/fuzz-*; do
+		[ -x "$f" ] || continue
+		start_job "fuzz/$(basename "$f") (${BROKERED_FUZZ_SECONDS:-10}s)" "$log_dir/$(basename "$f").log" \
+			bash -c 'fuzz_job "$1"' _ "$f"
+	done
+fi
+
 # The sanitizer build skips the two tool matrices (the same operations as the other scripts,
-# hundreds of times over, twice as slow under ASan) and the real Claude Code CLI (its hooks run
-# under the sanitizer build in t0710): the test run stays under 20 minutes.
-san_skip=" ${BROKERED_SAN_SKIP-t0200-tools-workspace t0210-tools-outside t0720-claude-code} "
-for build in build build-san; do
-	bin="$stage/$build/brokered"
-	[ -x "$bin" ] || continue
-	for s in "${scripts[@]}"; do
-		name=$(basename "$s" .sh)
+# hundreds of times over, twice as slow under ASan), the real Claude Code CLI (its hooks run under
+# the sanitizer build in t0710), the store's kill-and-cut rounds (the same recovery code as
+# t0310's, whose rounds it runs) and the scripts that check documentation and completions, not
+# the program's code: the test run stays under 20 minutes.
+san_skip=" ${BROKERED_SAN_SKIP-t0200-tools-workspace t0210-tools-outside t0720-claude-code t0370-store-kept t0910-install-docs t0920-completions} "
+# Scripts that never run the sandbox run once, as root: the unprivileged user adds nothing there.
+root_only=" ${BROKERED_ROOT_ONLY-t0920-completions t0940-debian-package} "
+for s in "${scripts[@]}"; do
+	name=$(basename "$s" .sh)
+	for build in build build-san; do
+		bin="$stage/$build/brokered"
+		[ -x "$bin" ] || continue
 		if [ "$build" = build-san ] && [ $# -eq 0 ] && [[ $san_skip == *" $name "* ]]; then
 			continue
 		fi
 		start_job "$build/$name (uid $(id -u))" "$log_dir/$build-$name-root.log" \
 			env "${san_env[@]}" BROKERED="$bin" HELPERS="$stage/$build/helpers" BROKERED_SRC="$stage/tree" \
 			bash "$stage/tests/e2e/$name.sh"
-		if [ -n "$as_user" ] && [ "$build" = build ]; then
+		if [ -n "$as_user" ] && [ "$build" = build ] && [[ $root_only != *" $name "* ]]; then
 			start_job "$build/$name ($as_user)" "$log_dir/$build-$name-user.log" \
 				runuser -u "$as_user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$(getent passwd "$as_user" | cut -d: -f6)" \
 				CI="${CI:-}" LANG=C.UTF-8 BROKERED_AGENT_CLIS="${BROKERED_AGENT_CLIS:-}" \

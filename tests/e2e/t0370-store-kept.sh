@@ -14,7 +14,7 @@ require_core
 need python3
 
 base=${BROKERED_STORE_SEED_BASE:-$((RANDOM * 100))}
-N=${BROKERED_KEPT_FILES:-60}
+N=${BROKERED_KEPT_FILES:-30}
 
 # mount_image NAME MKFS-OPTIONS...: an ext4 image on a loop device at $TEST_DIR/NAME (root only)
 mounts=()
