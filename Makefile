@@ -3,6 +3,7 @@
 #   make                 release build in build/
 #   make san             ASan+UBSan build in build-san/
 #   make check           unit + end-to-end tests against build/ and build-san/
+#   make check-full      the same with every case of the long matrices, all under build-san/ too
 #   make fuzz            libFuzzer targets in build-fuzz/ (clang)
 #   make format-check    clang-format on all sources
 #   make analyze         clang's static analyzer on all sources (warnings are errors)
@@ -175,6 +176,11 @@ uninstall:
 check: all san
 	tests/run.sh
 
+# Every case of the tool matrices for every implementation, and every script under the sanitizer
+# build too (about twice the default run's time)
+check-full: all san
+	BROKERED_TEST_FULL=1 tests/run.sh
+
 # The transparency harness, as root and (from root) as the unprivileged test user; long, not in
 # `make check`. Builds of the suites are cached in BROKERED_SUITES_CACHE.
 SUITES_USER ?= brokered-test
@@ -192,7 +198,7 @@ format-check:
 clean:
 	rm -rf build build-san build-fuzz build-analyze build-aarch64
 
-.PHONY: all san fuzz check check-suites format-check analyze shellcheck cross-aarch64 lint clean unit-bins helpers install uninstall
+.PHONY: all san fuzz check check-full check-suites format-check analyze shellcheck cross-aarch64 lint clean unit-bins helpers install uninstall
 .SECONDARY:
 
 -include $(shell find build build-san build-aarch64 build-fuzz -name '*.d' 2>/dev/null)

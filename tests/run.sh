@@ -160,6 +160,8 @@ fi
 # the sanitizer build in t0710), the store's kill-and-cut rounds (the same recovery code as
 # t0310's, whose rounds it runs) and the scripts that check documentation and completions, not
 # the program's code: the test run stays under 20 minutes.
+# BROKERED_TEST_FULL=1 (make check-full) runs them all under it as well.
+[ -n "${BROKERED_TEST_FULL:-}" ] && BROKERED_SAN_SKIP=${BROKERED_SAN_SKIP-}
 san_skip=" ${BROKERED_SAN_SKIP-t0200-tools-workspace t0210-tools-outside t0402-escape-dotdot-magic t0405-escape-fd-meta t0720-claude-code t0370-store-kept t0910-install-docs t0920-completions} "
 # Scripts that never run the sandbox run once, as root: the unprivileged user adds nothing there.
 root_only=" ${BROKERED_ROOT_ONLY-t0920-completions t0940-debian-package} "
@@ -178,6 +180,7 @@ for s in "${scripts[@]}"; do
 			start_job "$build/$name ($as_user)" "$log_dir/$build-$name-user.log" \
 				runuser -u "$as_user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$(getent passwd "$as_user" | cut -d: -f6)" \
 				CI="${CI:-}" LANG=C.UTF-8 BROKERED_AGENT_CLIS="${BROKERED_AGENT_CLIS:-}" \
+				BROKERED_TEST_FULL="${BROKERED_TEST_FULL:-}" \
 				"${san_env[@]}" BROKERED="$bin" HELPERS="$stage/build/helpers" \
 				BROKERED_SRC="$stage/tree" \
 				bash "$stage/tests/e2e/$name.sh"

@@ -68,9 +68,12 @@ absolute-paths|bash|/usr/bin/"
 
 while IFS='|' read -r impl shell prefix; do
 	case $impl in busybox) [ -x /bin/busybox ] || { skip "$impl" "no /bin/busybox"; continue; } ;; esac
+	i=-1
 	while IFS= read -r line; do
 		[ -n "$line" ] || continue
 		IFS='~' read -r name ops rel cmd <<<"$line"
+		i=$((i + 1))
+		in_sample "$impl" "$i" "$cmd" || continue
 		cmd=${cmd//@/$prefix}
 		# shellcheck disable=SC2086
 		twin_check "$impl: $name ($cmd)" fixture $shell -c "$cmd"

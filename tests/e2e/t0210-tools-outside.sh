@@ -51,9 +51,12 @@ ndeny() {
 
 while IFS='|' read -r impl shell prefix; do
 	case $impl in busybox) [ -x /bin/busybox ] || { skip "$impl" "no /bin/busybox"; continue; } ;; esac
+	i=-1
 	while IFS= read -r line; do
 		[ -n "$line" ] || continue
 		IFS='~' read -r name cmd <<<"$line"
+		i=$((i + 1))
+		in_sample "$impl" "$i" "$cmd" || continue
 		cmd=${cmd//@/$prefix}
 		cmd=${cmd//%/$O}
 		before=$(ndeny)
