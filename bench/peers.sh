@@ -16,7 +16,7 @@
 #     -q        quick mode: workloads at 1/4 size, 3 runs (under 3 minutes; the full run ~13)
 #     -b PATH   brokered binary (default build/brokered, built with make if missing)
 #     -w LIST   only these workloads, comma-separated names (startup,grep,git-status,untar,sed-i,
-#               rm-rf,build,dd)
+#               rm-rf,build,dd,npm-ci)
 #     -p LIST   only these runners (native,brokered,bwrap,strace,codex,srt); native is always run
 #     -f LIST   the file systems, one after the other in this invocation: tmpfs (a tmpfs of its
 #               own, as root), disk (/var/tmp's, or BENCH_TMP's); e.g. -f tmpfs,disk. With -f the
@@ -205,7 +205,12 @@ for wf in "$top"/bench/workloads/[0-9]*.sh; do
 	want "$W_NAME" "$ONLY_W" || continue
 	tmpl=$work/tmpl-$W_NAME
 	printf 'peers: %-11s preparing ... ' "$W_NAME" >&2
-	w_prepare "$tmpl" || { echo "peers: preparing $W_NAME failed" >&2; exit 1; }
+	w_prepare "$tmpl"
+	case $? in
+	0) ;;
+	2) echo "skipped (its tools or the npm registry are missing)" >&2 && continue ;;
+	*) echo "peers: preparing $W_NAME failed" >&2 && exit 1 ;;
+	esac
 	runs=$RUNS
 	[ "$W_NAME" = startup ] && runs=$((RUNS * STARTUP_X))
 	printf '%d runs x %d runners\n' "$runs" "${#runners[@]}" >&2

@@ -7,7 +7,8 @@
 #   W_TARGET  "native R" (ratio to native at most R) or "bwrap R" (ratio to bubblewrap), "-" for none
 # and defines
 #   w_prepare DIR   build the template workspace DIR once (not timed); may use $WORK for files
-#                   kept outside the workspace (e.g. a tarball)
+#                   kept outside the workspace (e.g. a tarball); status 2: the workload is
+#                   skipped (a tool it needs is missing)
 #   w_reset DIR WS  (optional) after WS was made a fresh copy of DIR, put it in its steady state
 # Sizes scale with $SCALE (1 = full, 0.25 in quick mode): use `n COUNT`.
 
