@@ -109,9 +109,12 @@ build-fuzz/%: fuzz/%.c $(LIB_SRCS:%.c=build-fuzz/obj/%.o)
 fuzz: $(FUZZ_SRCS:fuzz/%.c=build-fuzz/%)
 
 # ---- static checks ----
-# clang's analyzer, its malloc checker aside (it does not model the cleanup attributes)
+# clang's analyzer, its malloc checker aside (it does not model the cleanup attributes). Loops
+# are unrolled twice, not four times: a third of the time, and within its budget of paths the
+# analyzer reaches deeper into the functions (it found an unchecked calloc the default missed).
 ANALYZE_FLAGS := --analyze -Xanalyzer -analyzer-disable-checker=unix.Malloc -Xanalyzer \
-	-analyzer-output=text -Xclang -analyzer-werror -std=gnu17 -D_GNU_SOURCE -Isrc $(PKG_CFLAGS)
+	-analyzer-output=text -Xanalyzer -analyzer-max-loop -Xanalyzer 2 -Xclang -analyzer-werror \
+	-std=gnu17 -D_GNU_SOURCE -Isrc $(PKG_CFLAGS)
 
 build-analyze/%.ok: %.c
 	@mkdir -p $(dir $@)

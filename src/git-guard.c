@@ -576,8 +576,11 @@ static int check_config(struct guard *g, const char *path, const struct store_re
 	_cleanup_strbuf_ struct strbuf what = STRBUF_INIT;
 	_cleanup_free_ size_t *blocked = calloc(npost + 1, sizeof *blocked);
 	size_t nblocked = 0;
-	if (!blocked)
-		what.oom = true;
+	if (!blocked) {
+		git_config_entries_free(post, npost);
+		git_config_entries_free(old, nold);
+		return -ENOMEM;
+	}
 	for (size_t i = 0; i < npost; i++) {
 		const struct git_config_entry *e = &post[i];
 		if (!git_guard_exec_key(e->key) || entry_in(old, nold, e) ||
