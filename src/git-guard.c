@@ -922,13 +922,22 @@ static void guard_done(struct guard *g)
 	free(g->loc_root);
 }
 
+/* The check looks only at paths that exist (and the walk only asks about those): a record of a
+ * path that is gone is not kept, so that memory follows what the turn left, not what it removed. */
+static bool path_exists(const char *path, void *userdata)
+{
+	struct stat st;
+	(void)userdata;
+	return lstat(path, &st) >= 0;
+}
+
 int git_guard_check(struct store *s, const char *turn_id, const struct git_guard_options *o,
 		    struct git_guard_block **ret, size_t *ret_n)
 {
 	struct guard g = {.s = s, .turn_id = turn_id, .o = o};
 	*ret = NULL;
 	*ret_n = 0;
-	int r = store_turn_records(s, turn_id, &g.recs, &g.n_recs);
+	int r = store_turn_records_filter(s, turn_id, path_exists, NULL, &g.recs, &g.n_recs);
 	if (r >= 0)
 		r = accepted_load(&g);
 	const char *walked = NULL; /* the last tree walked: trees below it were walked with it */
