@@ -768,12 +768,12 @@ static int load_extra(struct guard *g)
 	return r;
 }
 
-/* One file as it is now, whose state before the turn is pre (NULL: it did not exist). */
-static int consider(struct guard *g, const char *path, const struct store_record *pre,
-		    const char *undo)
+/* One file as it is now (st: its lstat(), which the caller has just made), whose state before the
+ * turn is pre (NULL: it did not exist). */
+static int consider(struct guard *g, const char *path, const struct stat *st,
+		    const struct store_record *pre, const char *undo)
 {
-	struct stat st;
-	if (lstat(path, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
+	if (!(S_ISREG(st->st_mode) || S_ISLNK(st->st_mode)))
 		return 0;
 	_cleanup_free_ char *dir = NULL;
 	const char *name;
@@ -781,7 +781,7 @@ static int consider(struct guard *g, const char *path, const struct store_record
 	if (r < 0)
 		return 0;
 	if (!strcmp(name, ".git")) {
-		if (S_ISLNK(st.st_mode))
+		if (S_ISLNK(st->st_mode))
 			return granted(g, path) ? 0
 						: add_block(g, path, undo, "gitfile: a symlink");
 		return check_gitfile(g, path, pre, undo);
@@ -808,14 +808,13 @@ static int consider(struct guard *g, const char *path, const struct store_record
 		if ((r = repo_get(g, root_copy, &rp)) < 0)
 			return r;
 		own = (size_t)(rp - g->repos);
-		if ((r = repo_file(g, own, path, &st, pre, undo)) != 0)
+		if ((r = repo_file(g, own, path, st, pre, undo)) != 0)
 			return r < 0 ? r : 0;
 	}
 	if ((r = load_extra(g)) < 0)
 		return r;
 	for (size_t i = 0; i < g->n_extra; i++)
-		if (g->extra[i] != own &&
-		    (r = repo_file(g, g->extra[i], path, &st, pre, undo)) != 0)
+		if (g->extra[i] != own && (r = repo_file(g, g->extra[i], path, st, pre, undo)) != 0)
 			return r < 0 ? r : 0;
 	return 0;
 }
@@ -845,7 +844,7 @@ static int walk(struct guard *g, const char *dir, const char *undo, int depth)
 		if (S_ISDIR(st.st_mode))
 			r = walk(g, p.buf, undo, depth + 1);
 		else if (!find_record(g, p.buf))
-			r = consider(g, p.buf, NULL, undo);
+			r = consider(g, p.buf, &st, NULL, undo);
 	}
 	closedir(d);
 	return r;
@@ -947,7 +946,7 @@ int git_guard_check(struct store *s, const char *turn_id, const struct git_guard
 		if (lstat(rec->path, &st) < 0)
 			continue;
 		if (!S_ISDIR(st.st_mode)) {
-			r = consider(&g, rec->path, rec, rec->path);
+			r = consider(&g, rec->path, &st, rec, rec->path);
 		} else if ((rec->kind != STORE_KIND_DIR || rec->ino != (uint64_t)st.st_ino) &&
 			   !(walked && path_is_under(rec->path, walked))) {
 			walked = rec->path;
