@@ -86,17 +86,19 @@ const char *git_guard_kind_name(enum git_guard_kind k)
 	return git_guard_kind_to_string(k);
 }
 
+static int mark_record(struct store_record *rec, void *userdata)
+{
+	unsigned *seen = userdata;
+	*seen |= 1u << git_guard_classify(rec->path);
+	return 0;
+}
+
 int git_guard_turn_marks(struct store *s, const char *turn_id, struct strbuf *out)
 {
-	struct store_record *v;
-	size_t n;
-	int r = store_turn_records(s, turn_id, &v, &n);
+	unsigned seen = 0;
+	int r = store_turn_records_foreach(s, turn_id, mark_record, &seen);
 	if (r < 0)
 		return r;
-	unsigned seen = 0;
-	for (size_t i = 0; i < n; i++)
-		seen |= 1u << git_guard_classify(v[i].path);
-	store_records_free(v, n);
 	for (enum git_guard_kind k = GIT_GUARD_CONFIG; k <= GIT_GUARD_GITFILE; k++)
 		if (seen & (1u << k)) {
 			if (out->len)

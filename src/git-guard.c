@@ -771,12 +771,12 @@ static int load_extra(struct guard *g)
 	return r;
 }
 
-/* One file as it is now, whose state before the turn is pre (NULL: it did not exist). */
-static int consider(struct guard *g, const char *path, const struct store_record *pre,
-		    const char *undo)
+/* One file as it is now (st: its lstat(), which the caller has just made), whose state before the
+ * turn is pre (NULL: it did not exist). */
+static int consider(struct guard *g, const char *path, const struct stat *st,
+		    const struct store_record *pre, const char *undo)
 {
-	struct stat st;
-	if (lstat(path, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
+	if (!(S_ISREG(st->st_mode) || S_ISLNK(st->st_mode)))
 		return 0;
 	_cleanup_free_ char *dir = NULL;
 	const char *name;
@@ -784,7 +784,7 @@ static int consider(struct guard *g, const char *path, const struct store_record
 	if (r < 0)
 		return 0;
 	if (!strcmp(name, ".git")) {
-		if (S_ISLNK(st.st_mode))
+		if (S_ISLNK(st->st_mode))
 			return granted(g, path) ? 0
 						: add_block(g, path, undo, "gitfile: a symlink");
 		return check_gitfile(g, path, pre, undo);
@@ -811,14 +811,13 @@ static int consider(struct guard *g, const char *path, const struct store_record
 		if ((r = repo_get(g, root_copy, &rp)) < 0)
 			return r;
 		own = (size_t)(rp - g->repos);
-		if ((r = repo_file(g, own, path, &st, pre, undo)) != 0)
+		if ((r = repo_file(g, own, path, st, pre, undo)) != 0)
 			return r < 0 ? r : 0;
 	}
 	if ((r = load_extra(g)) < 0)
 		return r;
 	for (size_t i = 0; i < g->n_extra; i++)
-		if (g->extra[i] != own &&
-		    (r = repo_file(g, g->extra[i], path, &st, pre, undo)) != 0)
+		if (g->extra[i] != own && (r = repo_file(g, g->extra[i], path, st, pre, undo)) != 0)
 			return r < 0 ? r : 0;
 	return 0;
 }
@@ -848,7 +847,7 @@ static int walk(struct guard *g, const char *dir, const char *undo, int depth)
 		if (S_ISDIR(st.st_mode))
 			r = walk(g, p.buf, undo, depth + 1);
 		else if (!find_record(g, p.buf))
-			r = consider(g, p.buf, NULL, undo);
+			r = consider(g, p.buf, &st, NULL, undo);
 	}
 	closedir(d);
 	return r;
@@ -925,13 +924,22 @@ static void guard_done(struct guard *g)
 	free(g->loc_root);
 }
 
+/* The check looks only at paths that exist (and the walk only asks about those): a record of a
+ * path that is gone is not kept, so that memory follows what the turn left, not what it removed. */
+static bool path_exists(const char *path, void *userdata)
+{
+	struct stat st;
+	(void)userdata;
+	return lstat(path, &st) >= 0;
+}
+
 int git_guard_check(struct store *s, const char *turn_id, const struct git_guard_options *o,
 		    struct git_guard_block **ret, size_t *ret_n)
 {
 	struct guard g = {.s = s, .turn_id = turn_id, .o = o};
 	*ret = NULL;
 	*ret_n = 0;
-	int r = store_turn_records(s, turn_id, &g.recs, &g.n_recs);
+	int r = store_turn_records_filter(s, turn_id, path_exists, NULL, &g.recs, &g.n_recs);
 	if (r >= 0)
 		r = accepted_load(&g);
 	const char *walked = NULL; /* the last tree walked: trees below it were walked with it */
@@ -941,7 +949,7 @@ int git_guard_check(struct store *s, const char *turn_id, const struct git_guard
 		if (lstat(rec->path, &st) < 0)
 			continue;
 		if (!S_ISDIR(st.st_mode)) {
-			r = consider(&g, rec->path, rec, rec->path);
+			r = consider(&g, rec->path, &st, rec, rec->path);
 		} else if ((rec->kind != STORE_KIND_DIR || rec->ino != (uint64_t)st.st_ino) &&
 			   !(walked && path_is_under(rec->path, walked))) {
 			walked = rec->path;

@@ -41,6 +41,12 @@ int store_remove_tree_at(int dirfd, const char *name)
 	return r;
 }
 
+static int add_ref(struct store_record *rec, void *refs)
+{
+	int r = rec->hash[0] ? store_set_add(refs, rec->hash) : 0;
+	return r < 0 ? r : 0;
+}
+
 static int gc_collect_refs(struct store *s, struct path_set *refs)
 {
 	struct store_turn_info *v = NULL;
@@ -48,22 +54,11 @@ static int gc_collect_refs(struct store *s, struct path_set *refs)
 	int r = store_list_turns(s, &v, &n);
 	for (size_t i = 0; r >= 0 && i < n; i++) {
 		_cleanup_close_ int tfd = store_open_dir_at(s->turns_fd, v[i].id);
-		_cleanup_free_ char *buf = NULL;
-		size_t len, nrec;
-		struct store_record *recs;
 		if (tfd < 0)
 			continue;
-		if ((r = store_read_file_at(tfd, "manifest", STORE_MANIFEST_MAX, &buf, &len)) < 0) {
-			if (r == -ENOENT)
-				r = 0;
-			continue;
-		}
-		if ((r = store_manifest_parse(buf, len, &recs, &nrec, NULL)) < 0)
-			break;
-		for (size_t k = 0; r >= 0 && k < nrec; k++)
-			if (recs[k].hash[0])
-				r = store_set_add(refs, recs[k].hash);
-		store_records_free(recs, nrec);
+		r = store_manifest_foreach_at(tfd, "manifest", add_ref, refs);
+		if (r == -ENOENT)
+			r = 0;
 	}
 	store_turn_infos_free(v, n);
 	return r < 0 ? r : 0;

@@ -97,6 +97,16 @@ int store_line_end(struct strbuf *out, size_t start);
 int store_line_split(char *line, size_t n, struct store_kv *kv, size_t max, size_t *ret_n);
 int store_unescape_dup(const char *s, char **ret);
 int store_record_parse_line(char *line, size_t n, struct store_record *ret);
+/* A store_record_fn gathering records (those whose path keep accepts; keep NULL: all) in v. */
+struct store_records_collector {
+	struct store_record *v;
+	size_t n, cap;
+	bool (*keep)(const char *path, void *userdata);
+	void *userdata;
+};
+int store_records_collect(struct store_record *rec, void *userdata);
+/* Stream dirfd/name (a manifest or post file) through fn; -ENOENT if it is missing. */
+int store_manifest_foreach_at(int dirfd, const char *name, store_record_fn fn, void *userdata);
 
 /* store.c: directories, small files, the path set */
 int store_mkdir_0700_at(int dirfd, const char *name);
@@ -110,6 +120,8 @@ int store_read_file_at(int dirfd, const char *name, size_t max, char **ret, size
 int store_write_file_atomic_at(int dirfd, const char *name, const char *data, size_t n);
 bool store_set_contains(const struct path_set *set, const char *p);
 int store_set_add(struct path_set *set, const char *p);
+/* A store_record_fn adding the record's path to the path set userdata. */
+int store_set_add_record(struct store_record *rec, void *set);
 void store_set_remove(struct path_set *set, const char *p);
 void store_set_free(struct path_set *set);
 

@@ -264,18 +264,8 @@ int store_kept_record(struct store_turn *t, const struct store_record *rec, int 
 /* The paths that have a record in the turn's manifest. */
 static int manifest_paths(int turn_fd, struct path_set *ret)
 {
-	_cleanup_free_ char *buf = NULL;
-	size_t n, nrec;
-	struct store_record *recs;
-	int r = store_read_file_at(turn_fd, "manifest", STORE_MANIFEST_MAX, &buf, &n);
-	if (r == -ENOENT)
-		return 0;
-	if (r < 0 || (r = store_manifest_parse(buf, n, &recs, &nrec, NULL)) < 0)
-		return r;
-	for (size_t i = 0; r >= 0 && i < nrec; i++)
-		r = store_set_add(ret, recs[i].path);
-	store_records_free(recs, nrec);
-	return r < 0 ? r : 0;
+	int r = store_manifest_foreach_at(turn_fd, "manifest", store_set_add_record, ret);
+	return r == -ENOENT ? 0 : r;
 }
 
 /* objects/<hash> for the kept file kdir/name: linked from it unless an object of that size is

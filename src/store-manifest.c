@@ -20,8 +20,10 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "basic/escape.h"
+#include "basic/macro.h"
 #include "basic/parse-util.h"
 #include "basic/strbuf.h"
 #include "store-internal.h"
@@ -292,53 +294,113 @@ int store_record_parse_line(char *line, size_t n, struct store_record *ret)
 	return 0;
 }
 
-int store_manifest_parse(const char *buf, size_t n, struct store_record **ret, size_t *ret_n,
-			 size_t *ret_bad)
+/*
+ * The complete lines of buf[0..n), each record to fn in file order (a line is copied to *line,
+ * reused, before it is split in place). Corrupt or unknown lines are counted in *bad. *ret_used:
+ * the bytes up to and including the last '\n' (what follows is a torn tail, or the start of a line
+ * the next read completes).
+ */
+static int manifest_lines(const char *buf, size_t n, char **line, size_t *bad, store_record_fn fn,
+			  void *userdata, size_t *ret_used)
 {
-	struct store_record *v = NULL;
-	size_t nv = 0, cap = 0, bad = 0;
+	size_t pos = 0;
 	int r = 0;
-	char *line = NULL;
-	for (size_t pos = 0; pos < n;) {
+	while (r >= 0 && pos < n) {
 		const char *nl = memchr(buf + pos, '\n', n - pos);
-		if (!nl) { /* torn tail */
-			bad++;
+		if (!nl)
 			break;
-		}
 		size_t len = (size_t)(nl - (buf + pos));
-		char *tmp = realloc(line, len + 1);
+		char *tmp = realloc(*line, len + 1);
 		if (!tmp) {
 			r = -ENOMEM;
 			break;
 		}
-		line = tmp;
-		memcpy(line, buf + pos, len);
-		line[len] = '\0';
+		*line = tmp;
+		memcpy(tmp, buf + pos, len);
+		tmp[len] = '\0';
 		pos += len + 1;
+		struct store_record rec;
 		if (len == 0)
 			continue;
-		if (nv == cap) {
-			size_t ncap = cap ? cap * 2 : 16;
-			struct store_record *nvp = reallocarray(v, ncap, sizeof *v);
-			if (!nvp) {
-				r = -ENOMEM;
-				break;
-			}
-			v = nvp;
-			cap = ncap;
+		if (store_record_parse_line(tmp, len, &rec) < 0) {
+			(*bad)++;
+			continue;
 		}
-		if (store_record_parse_line(line, len, &v[nv]) < 0)
-			bad++;
-		else
-			nv++;
+		r = fn(&rec, userdata);
+		store_record_done(&rec);
 	}
-	free(line);
+	*ret_used = pos;
+	return r;
+}
+
+int store_records_collect(struct store_record *rec, void *userdata)
+{
+	struct store_records_collector *c = userdata;
+	if (c->keep && !c->keep(rec->path, c->userdata))
+		return 0;
+	if (c->n == c->cap) {
+		size_t ncap = c->cap ? c->cap * 2 : 16;
+		struct store_record *v = reallocarray(c->v, ncap, sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		c->v = v;
+		c->cap = ncap;
+	}
+	c->v[c->n++] = *rec;
+	*rec = (struct store_record){0};
+	return 0;
+}
+
+int store_manifest_parse(const char *buf, size_t n, struct store_record **ret, size_t *ret_n,
+			 size_t *ret_bad)
+{
+	struct store_records_collector c = {0};
+	_cleanup_free_ char *line = NULL;
+	size_t bad = 0, used;
+	int r = manifest_lines(buf, n, &line, &bad, store_records_collect, &c, &used);
 	if (r < 0) {
-		store_records_free(v, nv);
+		store_records_free(c.v, c.n);
 		return r;
 	}
-	*ret = v;
-	*ret_n = nv;
+	if (used < n) /* torn tail */
+		bad++;
+	*ret = c.v;
+	*ret_n = c.n;
+	if (ret_bad)
+		*ret_bad = bad;
+	return 0;
+}
+
+#define MANIFEST_CHUNK (64 * 1024)
+
+int store_manifest_foreach_fd(int fd, size_t max, store_record_fn fn, void *userdata,
+			      size_t *ret_bad)
+{
+	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
+	_cleanup_free_ char *line = NULL;
+	size_t bad = 0, total = 0;
+	int r = 0;
+	for (;;) {
+		if ((r = strbuf_reserve(&sb, MANIFEST_CHUNK)) < 0)
+			return r;
+		ssize_t k = RETRY_EINTR(read(fd, sb.buf + sb.len, sb.cap - sb.len - 1));
+		if (k < 0)
+			return negative_errno();
+		if (k == 0)
+			break;
+		sb.len += (size_t)k;
+		total += (size_t)k;
+		if (total > max)
+			return -EFBIG;
+		size_t used;
+		r = manifest_lines(sb.buf, sb.len, &line, &bad, fn, userdata, &used);
+		if (r < 0)
+			return r;
+		memmove(sb.buf, sb.buf + used, sb.len - used);
+		sb.len -= used;
+	}
+	if (sb.len) /* torn tail */
+		bad++;
 	if (ret_bad)
 		*ret_bad = bad;
 	return 0;

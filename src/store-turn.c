@@ -353,18 +353,7 @@ int store_current_turn(struct store *s, char **ret_id)
 /* Fill the path set from the manifest, so joining runs do not record paths again. */
 static int turn_load_seen(struct store_turn *t)
 {
-	_cleanup_free_ char *buf = NULL;
-	size_t n, nrec;
-	struct store_record *recs;
-	int r = store_read_file_at(t->dir_fd, "manifest", STORE_MANIFEST_MAX, &buf, &n);
-	if (r < 0)
-		return r;
-	if ((r = store_manifest_parse(buf, n, &recs, &nrec, NULL)) < 0)
-		return r;
-	for (size_t i = 0; r >= 0 && i < nrec; i++)
-		r = store_set_add(&t->seen, recs[i].path);
-	store_records_free(recs, nrec);
-	return r < 0 ? r : 0;
+	return store_manifest_foreach_at(t->dir_fd, "manifest", store_set_add_record, &t->seen);
 }
 
 int store_turn_join_or_begin(struct store *s, const struct store_options *o, const char *tool_call,

@@ -253,6 +253,12 @@ static int set_grow(struct path_set *set)
 	return 0;
 }
 
+int store_set_add_record(struct store_record *rec, void *set)
+{
+	int r = store_set_add(set, rec->path);
+	return r < 0 ? r : 0;
+}
+
 int store_set_add(struct path_set *set, const char *p)
 {
 	if ((set->n + 1) * 2 > set->cap) {
@@ -447,39 +453,62 @@ static int records_dedup(struct store_record *v, size_t n, struct store_record *
 	return *ret ? 0 : -ENOMEM;
 }
 
-static int turn_read_records(struct store *s, const char *id, const char *file,
-			     struct store_record **ret, size_t *ret_n)
+int store_manifest_foreach_at(int dirfd, const char *name, store_record_fn fn, void *userdata)
+{
+	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return negative_errno();
+	return store_manifest_foreach_fd(fd, STORE_MANIFEST_MAX, fn, userdata, NULL);
+}
+
+/* A turn's file of records (manifest or post) through fn; a missing one has no records. */
+static int turn_foreach(struct store *s, const char *id, const char *file, store_record_fn fn,
+			void *userdata)
 {
 	if (!store_id_valid(id))
 		return -EINVAL;
 	_cleanup_close_ int tfd = store_open_dir_at(s->turns_fd, id);
 	if (tfd < 0)
 		return tfd;
-	_cleanup_free_ char *buf = NULL;
-	size_t n, nrec;
-	struct store_record *v;
-	int r = store_read_file_at(tfd, file, STORE_MANIFEST_MAX, &buf, &n);
-	if (r == -ENOENT) {
-		buf = NULL;
-		n = 0;
-	} else if (r < 0) {
+	int r = store_manifest_foreach_at(tfd, file, fn, userdata);
+	return r == -ENOENT ? 0 : r;
+}
+
+/* The records of a turn's file (streamed: only the records kept are in memory), earliest per
+ * path, sorted by path. */
+static int turn_read_records(struct store *s, const char *id, const char *file,
+			     bool (*keep)(const char *path, void *userdata), void *userdata,
+			     struct store_record **ret, size_t *ret_n)
+{
+	struct store_records_collector c = {.keep = keep, .userdata = userdata};
+	int r = turn_foreach(s, id, file, store_records_collect, &c);
+	if (r < 0) {
+		store_records_free(c.v, c.n);
 		return r;
 	}
-	r = store_manifest_parse(buf ? buf : "", n, &v, &nrec, NULL);
-	free(TAKE_PTR(buf)); /* the records hold copies: not both in memory longer than needed */
-	if (r < 0)
-		return r;
-	return records_dedup(v, nrec, ret, ret_n);
+	return records_dedup(c.v, c.n, ret, ret_n);
 }
 
 int store_turn_records(struct store *s, const char *id, struct store_record **ret, size_t *ret_n)
 {
-	return turn_read_records(s, id, "manifest", ret, ret_n);
+	return turn_read_records(s, id, "manifest", NULL, NULL, ret, ret_n);
+}
+
+int store_turn_records_filter(struct store *s, const char *id,
+			      bool (*keep)(const char *path, void *userdata), void *userdata,
+			      struct store_record **ret, size_t *ret_n)
+{
+	return turn_read_records(s, id, "manifest", keep, userdata, ret, ret_n);
+}
+
+int store_turn_records_foreach(struct store *s, const char *id, store_record_fn fn, void *userdata)
+{
+	return turn_foreach(s, id, "manifest", fn, userdata);
 }
 
 int store_turn_post(struct store *s, const char *id, struct store_record **ret, size_t *ret_n)
 {
-	return turn_read_records(s, id, "post", ret, ret_n);
+	return turn_read_records(s, id, "post", NULL, NULL, ret, ret_n);
 }
 
 int store_turn_info_get(struct store *s, const char *id, struct store_turn_info *ret)

@@ -175,6 +175,18 @@ int store_record_format(const struct store_record *r, struct strbuf *out);
 int store_manifest_parse(const char *buf, size_t n, struct store_record **ret, size_t *ret_n,
 			 size_t *ret_bad);
 
+/*
+ * Called for each record of a manifest in file order (a path may have several records: its
+ * earliest is its pre-image). fn may take the record (copy *rec, then zero it); what is left in it
+ * is freed when fn returns. A negative return stops the walk and is returned.
+ */
+typedef int (*store_record_fn)(struct store_record *rec, void *userdata);
+/* Stream the manifest read from fd through fn, 64 KiB at a time: memory for one
+ * line, not the file. Torn, corrupt or unknown lines are skipped and counted in *ret_bad (may be
+ * NULL); -EFBIG past max bytes. */
+int store_manifest_foreach_fd(int fd, size_t max, store_record_fn fn, void *userdata,
+			      size_t *ret_bad);
+
 struct store_turn_info {
 	char *id, *message;
 	bool committed;
@@ -192,6 +204,16 @@ int store_turn_info_get(struct store *s, const char *id, struct store_turn_info 
 int store_resolve_turn(struct store *s, const char *arg, char **ret_id);
 /* The earliest pre-image per path of a turn, sorted by path (strcmp). */
 int store_turn_records(struct store *s, const char *id, struct store_record **ret, size_t *ret_n);
+/*
+ * The same, of only the paths keep() accepts (asked for every record; it must judge by the path
+ * alone): a caller that needs, say, the paths that exist now holds just those records, not the
+ * turn's (the manifest is streamed).
+ */
+int store_turn_records_filter(struct store *s, const char *id,
+			      bool (*keep)(const char *path, void *userdata), void *userdata,
+			      struct store_record **ret, size_t *ret_n);
+/* Every record of a turn's manifest, in file order, to fn (store_manifest_foreach_fd()). */
+int store_turn_records_foreach(struct store *s, const char *id, store_record_fn fn, void *userdata);
 /* The post-states written at commit, sorted by path; 0 records for an uncommitted turn. */
 int store_turn_post(struct store *s, const char *id, struct store_record **ret, size_t *ret_n);
 /* Open a content object read-only. */

@@ -342,6 +342,96 @@ static void test_manifest(void)
 	   "id validation");
 }
 
+/* A store_record_fn taking each record into an array (n_max: then -ECANCELED). */
+struct taken {
+	struct store_record v[4000];
+	size_t n, n_max;
+};
+
+static int take(struct store_record *rec, void *userdata)
+{
+	struct taken *t = userdata;
+	if (t->n == t->n_max)
+		return -ECANCELED;
+	t->v[t->n++] = *rec;
+	*rec = (struct store_record){0};
+	return 0;
+}
+
+/* Streamed in 64 KiB reads, a manifest gives the records a whole-buffer parse does: lines split
+ * across reads, one longer than a read, a corrupt line and a torn tail. */
+static void test_manifest_stream(void)
+{
+	struct strbuf sb = STRBUF_INIT;
+	struct store_record r = {.kind = STORE_KIND_FILE, .mode = 0100644};
+	memset(r.hash, 'b', 64);
+	_cleanup_free_ char *big = malloc(100001);
+	if (!big)
+		return;
+	memset(big, 'x', 100000);
+	big[0] = '/';
+	big[100000] = '\0';
+	char p[64];
+	for (int i = 0; i < 3000; i++) {
+		snprintf(p, sizeof p, "/w/dir %d/file\t%d", i % 7, i);
+		r.path = i == 1500 ? big : p;
+		r.size = (uint64_t)i;
+		store_record_format(&r, &sb);
+		if (i == 2000) /* a corrupt line */
+			sb.buf[sb.len - 5] ^= 1;
+	}
+	size_t whole = sb.len;
+	store_record_format(&r, &sb);
+	sb.len = whole + (sb.len - whole) / 2; /* torn tail */
+	char tmpl[] = "/tmp/test-store-manifest-XXXXXX";
+	int fd = mkstemp(tmpl);
+	ok(fd >= 0 && write(fd, sb.buf, sb.len) == (ssize_t)sb.len, "manifest written (%zu bytes)",
+	   sb.len);
+	unlink(tmpl);
+	struct store_record *v = NULL;
+	size_t n = 0, bad = 0, sbad = 0;
+	ok(store_manifest_parse(sb.buf, sb.len, &v, &n, &bad) >= 0 && n == 2999 && bad == 2,
+	   "whole-buffer parse: 2999 records, 2 bad (%zu, %zu)", n, bad);
+	struct taken *t = calloc(1, sizeof *t);
+	if (!t || fd < 0) {
+		free(t);
+		store_records_free(v, n);
+		strbuf_free(&sb);
+		safe_close(fd);
+		return;
+	}
+	t->n_max = ELEMENTSOF(t->v);
+	lseek(fd, 0, SEEK_SET);
+	ok(store_manifest_foreach_fd(fd, SIZE_MAX, take, t, &sbad) >= 0, "streamed");
+	is_int(t->n, n, "as many records streamed");
+	is_int(sbad, bad, "as many bad lines");
+	bool same = t->n == n;
+	for (size_t i = 0; same && i < n; i++)
+		same = !strcmp(t->v[i].path, v[i].path) && t->v[i].size == v[i].size &&
+		       !strcmp(t->v[i].hash, v[i].hash);
+	ok(same, "the same records in the same order");
+	ok(n > 1500 && strlen(t->v[1500].path) == 100000, "a line longer than a read");
+	for (size_t i = 0; i < t->n; i++)
+		store_record_done(&t->v[i]);
+	t->n = 0;
+	t->n_max = 10;
+	lseek(fd, 0, SEEK_SET);
+	ok(store_manifest_foreach_fd(fd, SIZE_MAX, take, t, NULL) == -ECANCELED && t->n == 10,
+	   "a negative return stops the walk and is returned");
+	for (size_t i = 0; i < t->n; i++)
+		store_record_done(&t->v[i]);
+	lseek(fd, 0, SEEK_SET);
+	t->n = 0;
+	t->n_max = ELEMENTSOF(t->v);
+	is_int(store_manifest_foreach_fd(fd, 100000, take, t, NULL), -EFBIG, "-EFBIG past max");
+	for (size_t i = 0; i < t->n; i++)
+		store_record_done(&t->v[i]);
+	free(t);
+	store_records_free(v, n);
+	strbuf_free(&sb);
+	safe_close(fd);
+}
+
 static void setup_tree(void)
 {
 	reset_ws();
@@ -375,6 +465,50 @@ static void setup_tree(void)
 	(void)!link(p.buf, q.buf);
 	strbuf_free(&p);
 	strbuf_free(&q);
+}
+
+static bool exists(const char *path, void *userdata)
+{
+	struct stat st;
+	++*(size_t *)userdata;
+	return lstat(path, &st) >= 0;
+}
+
+static int count(struct store_record *rec, void *userdata)
+{
+	(void)rec;
+	++*(size_t *)userdata;
+	return 0;
+}
+
+/* The records of the paths that exist are those of store_turn_records() (the earliest per path),
+ * and only those; every record of the manifest streams through foreach. */
+static void check_filter(struct store *s, const char *id)
+{
+	struct store_record *all = NULL, *some = NULL;
+	size_t nall = 0, nsome = 0, asked = 0, nrec = 0, k = 0;
+	ok(store_turn_records(s, id, &all, &nall) >= 0 &&
+	       store_turn_records_filter(s, id, exists, &asked, &some, &nsome) >= 0,
+	   "records, and records of the paths that exist");
+	ok(store_turn_records_foreach(s, id, count, &nrec) >= 0 && nrec >= nall && asked == nrec,
+	   "foreach: every record (%zu, %zu paths); keep asked about each (%zu)", nrec, nall,
+	   asked);
+	bool same = true;
+	for (size_t i = 0; i < nall; i++) {
+		struct stat st;
+		if (lstat(all[i].path, &st) < 0)
+			continue;
+		same = same && k < nsome && !strcmp(all[i].path, some[k].path) &&
+		       all[i].kind == some[k].kind && !strcmp(all[i].hash, some[k].hash) &&
+		       all[i].ino == some[k].ino;
+		k++;
+	}
+	ok(same && k == nsome && nsome > 0 && nsome < nall,
+	   "filtered: %zu of %zu, the same earliest records", nsome, nall);
+	store_records_free(all, nall);
+	store_records_free(some, nsome);
+	is_int(store_turn_records_foreach(s, "no-such-turn", count, &nrec), -ENOENT,
+	       "foreach of a turn that is not there");
 }
 
 static void test_scenario(struct store *s)
@@ -427,6 +561,8 @@ static void test_scenario(struct store *s)
 	store_records_free(post, npost);
 	free(info.id);
 	free(info.message);
+
+	check_filter(s, id);
 
 	_cleanup_free_ char *u1 = NULL, *u2 = NULL;
 	is_int(undo_turn(s, id, true, &u1), 0, "undo without conflicts or failures");
@@ -901,6 +1037,7 @@ int main(void)
 	mkdir(ws, 0755);
 
 	test_manifest();
+	test_manifest_stream();
 	char *sd = NULL;
 	ok(store_state_dir(&sd) >= 0 && strcmp(sd, state) == 0, "state dir from XDG_STATE_HOME");
 	free(sd);
