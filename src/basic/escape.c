@@ -16,16 +16,20 @@ int escape_append(struct strbuf *sb, const char *s, size_t n)
 	int r = strbuf_reserve(sb, n);
 	if (r < 0)
 		return r;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (!needs_escape(c)) {
-			r = strbuf_appendc(sb, (char)c);
-		} else {
-			char e[4] = {'\\', 'x', hex[c >> 4], hex[c & 15]};
-			r = strbuf_append(sb, e, 4);
-		}
-		if (r < 0)
+	/* Runs of bytes that stay as they are are copied whole: a path is mostly one run. */
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+		while (j < n && !needs_escape((unsigned char)s[j]))
+			j++;
+		if (j > i && (r = strbuf_append(sb, s + i, j - i)) < 0)
 			return r;
+		if (j == n)
+			break;
+		unsigned char c = (unsigned char)s[j];
+		char e[4] = {'\\', 'x', hex[c >> 4], hex[c & 15]};
+		if ((r = strbuf_append(sb, e, 4)) < 0)
+			return r;
+		i = j + 1;
 	}
 	return 0;
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The helpers of src/basic/: fd-util, fs-util, hexdecoct, string-table, errno-util. */
+/* The helpers of src/basic/: fd-util, fs-util, hexdecoct, string-table, errno-util, strbuf,
+ * escape. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -11,12 +12,14 @@
 #include <unistd.h>
 
 #include "basic/errno-util.h"
+#include "basic/escape.h"
 #include "basic/fd-util.h"
 #include "basic/fs-util.h"
 #include "basic/hexdecoct.h"
 #include "basic/macro.h"
 #include "basic/path-util.h"
 #include "basic/socket-util.h"
+#include "basic/strbuf.h"
 #include "basic/string-table.h"
 #include "tap.h"
 
@@ -222,9 +225,58 @@ static void fd_passing(int top)
 	close(sp[1]);
 }
 
+/* strbuf_printf() formats into the room left and grows when the output does not fit. */
+static void strbuf_formats(void)
+{
+	struct strbuf sb = STRBUF_INIT;
+	char want[600], chunk[32];
+	size_t wl = 0;
+	bool same = true;
+	for (size_t i = 0; i < 30 && same; i++) {
+		/* 2 to 31 characters each: the outputs cross the 64, 128 and 256 boundaries */
+		memset(chunk, 'a' + (int)i % 26, i + 1);
+		chunk[i + 1] = '\0';
+		same = strbuf_printf(&sb, "%s%c", chunk, '|') == 0;
+		memcpy(want + wl, chunk, i + 1);
+		want[wl + i + 1] = '|';
+		wl += i + 2;
+		want[wl] = '\0';
+		same = same && sb.len == wl && strcmp(sb.buf, want) == 0;
+	}
+	ok(same, "strbuf_printf: appends that fit and appends that grow the buffer");
+	strbuf_reset(&sb);
+	ok(strbuf_printf(&sb, "%s", "") == 0 && sb.len == 0 && strcmp(strbuf_cstr(&sb), "") == 0,
+	   "strbuf_printf of nothing");
+	strbuf_free(&sb);
+}
+
+/* escape_append(): bytes that need no escape are kept, the others become \xHH; it reverses. */
+static void escapes(void)
+{
+	struct strbuf sb = STRBUF_INIT, back = STRBUF_INIT;
+	ok(escape_appends(&sb, "a b=c\\d\"e'f\tg\x7fh\xffi/j.k") == 0, "escape");
+	is_str(strbuf_cstr(&sb), "a\\x20b\\x3dc\\x5cd\\x22e\\x27f\\x09g\\x7fh\\xffi/j.k",
+	       "  the escaped bytes, the runs between them kept");
+	char all[255];
+	for (int i = 0; i < 255; i++)
+		all[i] = (char)(i + 1);
+	strbuf_reset(&sb);
+	ok(escape_append(&sb, all, sizeof all) == 0 &&
+	       unescape_append(&back, sb.buf, sb.len) == 0 && back.len == sizeof all &&
+	       memcmp(back.buf, all, sizeof all) == 0,
+	   "every byte but NUL escapes and unescapes to itself");
+	strbuf_reset(&sb);
+	ok(escape_append(&sb, "", 0) == 0 && strcmp(strbuf_cstr(&sb), "") == 0,
+	   "escape of nothing");
+	strbuf_free(&sb);
+	strbuf_free(&back);
+}
+
 int main(void)
 {
 	string_table();
+	strbuf_formats();
+	escapes();
 	hex_and_names();
 	nonblock();
 	char tmpl[] = "/tmp/test-basic-XXXXXX";
