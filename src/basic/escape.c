@@ -34,31 +34,35 @@ int escape_append(struct strbuf *sb, const char *s, size_t n)
 	return 0;
 }
 
+static bool plain(unsigned char c)
+{
+	return c > 0x20 && c < 0x7f && c != '\\';
+}
+
 int unescape_append(struct strbuf *sb, const char *s, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		int r;
-		if (c == '\\') {
-			if (n - i < 4)
-				return -EINVAL;
-			if (s[i + 1] != 'x')
-				return -EINVAL;
-			int hi = unhexchar(s[i + 2]), lo = unhexchar(s[i + 3]);
-			if (hi < 0 || lo < 0)
-				return -EINVAL;
-			char b = (char)(hi << 4 | lo);
-			if (b == '\0')
-				return -EINVAL;
-			r = strbuf_appendc(sb, b);
-			i += 3;
-		} else if (c == '\0' || (unsigned char)c <= 0x20 || (unsigned char)c >= 0x7f) {
-			return -EINVAL;
-		} else {
-			r = strbuf_appendc(sb, c);
-		}
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+		while (j < n && plain((unsigned char)s[j]))
+			j++;
+		int r = j > i ? strbuf_append(sb, s + i, j - i) : 0;
 		if (r < 0)
 			return r;
+		if (j == n)
+			break;
+		/* not plain: an escape, or a byte no escaped token has (NUL, space, control, high)
+		 */
+		if (s[j] != '\\' || n - j < 4 || s[j + 1] != 'x')
+			return -EINVAL;
+		int hi = unhexchar(s[j + 2]), lo = unhexchar(s[j + 3]);
+		if (hi < 0 || lo < 0)
+			return -EINVAL;
+		char b = (char)(hi << 4 | lo);
+		if (b == '\0')
+			return -EINVAL;
+		if ((r = strbuf_appendc(sb, b)) < 0)
+			return r;
+		i = j + 4;
 	}
 	return 0;
 }

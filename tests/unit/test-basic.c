@@ -265,6 +265,18 @@ static void escapes(void)
 	       unescape_append(&back, sb.buf, sb.len) == 0 && back.len == sizeof all &&
 	       memcmp(back.buf, all, sizeof all) == 0,
 	   "every byte but NUL escapes and unescapes to itself");
+	strbuf_reset(&back);
+	ok(unescape_append(&back, "ab\\x41cd\\x5c", 12) == 0, "unescape");
+	is_str(strbuf_cstr(&back), "abAcd\\", "  the escapes decoded, the runs between them kept");
+	static const char *const bad[] = {"a b",    "a\\x00", "a\\x4", "a\\y41",
+					  "a\\xg1", "\t",     "\x80"};
+	bool refused = true;
+	for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+		strbuf_reset(&back);
+		refused = refused && unescape_append(&back, bad[i], strlen(bad[i])) == -EINVAL;
+	}
+	ok(refused,
+	   "unescape refuses a plain byte that needs an escape, a bad or short escape, NUL");
 	strbuf_reset(&sb);
 	ok(escape_append(&sb, "", 0) == 0 && strcmp(strbuf_cstr(&sb), "") == 0,
 	   "escape of nothing");
