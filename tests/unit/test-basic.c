@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "basic/errno-util.h"
@@ -123,6 +124,32 @@ static void trees(int top)
 	ok(faccessat(top, "e", F_OK, 0) == 0, "  not its target");
 	is_int(rm_rf_at(top, "keep/k"), 0, "rm_rf_at on a file");
 	is_int(rm_rf_at(top, "nope"), -ENOENT, "rm_rf_at on nothing: -ENOENT");
+}
+
+/* proc_fd_at() names an fd of this process, and in a forked child the child's own. */
+static void proc_fd_names(int top)
+{
+	int a = openat(top, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	char want[PATH_MAX], got[PATH_MAX];
+	ssize_t wn = readlink(FORMAT_PROC_FD_PATH(a), want, sizeof want - 1);
+	struct proc_fd_at at = proc_fd_at(a);
+	ssize_t gn = readlinkat(at.dirfd, at.name, got, sizeof got - 1);
+	ok(wn > 0 && gn == wn && memcmp(got, want, (size_t)wn) == 0 && at.dirfd != AT_FDCWD,
+	   "proc_fd_at: the fd's magic link, through the cached /proc/self/fd");
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* the same number, another file: the parent's /proc/PID/fd would name the old one
+		 */
+		close(a);
+		int b = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		at = proc_fd_at(b);
+		gn = readlinkat(at.dirfd, at.name, got, sizeof got - 1);
+		_exit(b == a && gn == 1 && got[0] == '/' ? 0 : 1);
+	}
+	int st = -1;
+	ok(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	   "  in a forked child, the child's fd");
+	close(a);
 }
 
 static void copies(int top)
@@ -295,6 +322,7 @@ int main(void)
 	ok(mkdtemp(tmpl) != NULL, "temp dir");
 	int top = open(tmpl, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	trees(top);
+	proc_fd_names(top);
 	copies(top);
 	fd_passing(top);
 	close(top);
