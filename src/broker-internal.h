@@ -29,6 +29,7 @@ struct broker {
 	struct store_turn *turn;
 	bool batch;	  /* group commit: see broker_set_batch() */
 	bool batch_dirty; /* a request of the batch recorded a pre-image that awaits the flush */
+	bool flushed;	  /* a pre-image was flushed: group commit can pay from now on */
 	const struct policy *policy;
 	int root_fd;
 	struct broker_stats stats;

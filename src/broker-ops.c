@@ -796,6 +796,7 @@ static int do_meta(struct broker_call *c)
 		return negative_errno();
 	char p[PROC_FD_PATH_MAX];
 	format_proc_fd_path(p, ofd);
+	const struct proc_fd_at at = proc_fd_at(ofd);
 	if ((r = meta_before_change(c)) < 0)
 		return r;
 
@@ -804,7 +805,7 @@ static int do_meta(struct broker_call *c)
 	case BROKER_OP_CHMOD:
 		r = S_ISLNK(res->st.st_mode)
 			? fchmodat(res->parent_fd, res->name, q->mode, AT_SYMLINK_NOFOLLOW)
-			: chmod(p, q->mode & 07777);
+			: fchmodat(at.dirfd, at.name, q->mode & 07777, 0);
 		break;
 	case BROKER_OP_CHOWN:
 		r = fchownat(ofd, "", q->uid, q->gid, AT_EMPTY_PATH);
@@ -812,7 +813,7 @@ static int do_meta(struct broker_call *c)
 	case BROKER_OP_UTIMES:
 		r = S_ISLNK(res->st.st_mode)
 			? utimensat(res->parent_fd, res->name, times, AT_SYMLINK_NOFOLLOW)
-			: utimensat(AT_FDCWD, p, times, 0);
+			: utimensat(at.dirfd, at.name, times, 0);
 		break;
 	case BROKER_OP_SETXATTR:
 		r = setxattr(p, q->xattr_name, q->xattr_value, q->xattr_size, q->xattr_flags);

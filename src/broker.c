@@ -422,7 +422,12 @@ static int before_change(struct broker_call *c, int parent_fd, const char *name,
 			b->batch_dirty = true;
 			return -EINPROGRESS; /* recorded; flushed with the batch, then done again */
 		}
-		r = is_volatile(b, parent_fd, dev) ? store_flush(b->turn) : store_sync(b->turn);
+		if (is_volatile(b, parent_fd, dev)) {
+			r = store_flush(b->turn);
+		} else {
+			r = store_sync(b->turn);
+			b->flushed = true;
+		}
 		if (r < 0) {
 			l->backup = "sync-failed";
 			return r;
@@ -589,7 +594,10 @@ void broker_handle(struct broker *b, const struct broker_req *q, struct broker_r
 
 bool broker_batch_useful(const struct broker *b)
 {
-	return b->turn && b->cfg.backup_enabled && store_turn_durable(b->turn);
+	/* Until a pre-image needed a flush (a run that only creates files, a workspace on tmpfs),
+	 * no batch would have one to share: looking for more waiting requests is a poll(2) per
+	 * notification for nothing. */
+	return b->turn && b->cfg.backup_enabled && store_turn_durable(b->turn) && b->flushed;
 }
 
 void broker_set_batch(struct broker *b, bool on)

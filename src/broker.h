@@ -138,7 +138,8 @@ void broker_audit_invalid(struct broker *b, const struct broker_req *req, int er
  * Group commit. With batch mode on, a request that needs a pre-image flushed records it, does
  * nothing else and answers BROKER_RESP_RETRY; after one broker_batch_sync() for the whole batch
  * the supervisor hands each such request in again (batch mode off), which finds its pre-images
- * recorded and performs the operation. Only worth it when pre-images are flushed at all.
+ * recorded and performs the operation. Only worth it when pre-images are flushed at all, and
+ * useful only once one was (until then each request is handled alone, as batch mode would).
  */
 bool broker_batch_useful(const struct broker *b);
 void broker_set_batch(struct broker *b, bool on);

@@ -41,13 +41,13 @@ static int openat2_path(int dirfd, const char *path, uint64_t flags, uint64_t re
 
 int resolve_fd_real_path(int fd, char **ret)
 {
-	const char *link = FORMAT_PROC_FD_PATH(fd);
+	const struct proc_fd_at link = proc_fd_at(fd);
 	size_t sz = 256;
 	for (;;) {
 		char *buf = malloc(sz);
 		if (!buf)
 			return -ENOMEM;
-		ssize_t n = readlink(link, buf, sz);
+		ssize_t n = readlinkat(link.dirfd, link.name, buf, sz);
 		if (n < 0) {
 			int r = negative_errno();
 			free(buf);

@@ -31,22 +31,36 @@
 
 #define RECORD_MAX_TOKENS 32
 
-/* CRC-32 (IEEE), a byte at a time from a table built on first use: every record is checksummed
- * on the hot path, and bit by bit that was a few microseconds per record. */
+/* CRC-32 (IEEE) from tables built on first use, eight bytes a step ("slicing-by-8"): every record
+ * is checksummed when it is written and again each time it is read, on the hot path. */
 uint32_t store_crc32(const void *data, size_t n)
 {
-	static uint32_t table[256];
-	if (!table[1])
+	static uint32_t table[8][256];
+	static bool ready;
+	if (!ready) {
 		for (uint32_t i = 0; i < 256; i++) {
 			uint32_t c = i;
 			for (int k = 0; k < 8; k++)
 				c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1)));
-			table[i] = c;
+			table[0][i] = c;
 		}
+		for (uint32_t i = 0; i < 256; i++)
+			for (int t = 1; t < 8; t++)
+				table[t][i] =
+				    (table[t - 1][i] >> 8) ^ table[0][table[t - 1][i] & 0xff];
+		ready = true;
+	}
 	const unsigned char *p = data;
 	uint32_t crc = 0xffffffffu;
-	for (size_t i = 0; i < n; i++)
-		crc = (crc >> 8) ^ table[(crc ^ p[i]) & 0xff];
+	for (; n >= 8; p += 8, n -= 8) {
+		uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+				     (uint32_t)p[3] << 24);
+		crc = table[7][lo & 0xff] ^ table[6][(lo >> 8) & 0xff] ^
+		      table[5][(lo >> 16) & 0xff] ^ table[4][lo >> 24] ^ table[3][p[4]] ^
+		      table[2][p[5]] ^ table[1][p[6]] ^ table[0][p[7]];
+	}
+	for (; n > 0; p++, n--)
+		crc = (crc >> 8) ^ table[0][(crc ^ *p) & 0xff];
 	return ~crc;
 }
 

@@ -266,7 +266,7 @@ int store_file_link_in(struct store_turn *t, int dirfd, const char *name, const 
 		return r;
 	rec->size = (uint64_t)st2.st_size;
 	char obj[66];
-	const char *self = FORMAT_PROC_FD_PATH(fd);
+	const struct proc_fd_at self = proc_fd_at(fd);
 	object_name(rec->hash, obj);
 	/* objects/<xx>/ needs no fsync for this link if a kept name carries the record */
 	unsigned idx = prefix_index(rec->hash);
@@ -274,9 +274,9 @@ int store_file_link_in(struct store_turn *t, int dirfd, const char *name, const 
 	if ((r = object_prefix_ensure(t, rec->hash)) < 0)
 		return r;
 	bool created = false;
-	r = linkat(AT_FDCWD, self, s->objects_fd, obj, AT_SYMLINK_FOLLOW);
+	r = linkat(self.dirfd, self.name, s->objects_fd, obj, AT_SYMLINK_FOLLOW);
 	if (r < 0 && errno == ENOENT && object_prefix_forget(t, rec->hash) >= 0)
-		r = linkat(AT_FDCWD, self, s->objects_fd, obj, AT_SYMLINK_FOLLOW);
+		r = linkat(self.dirfd, self.name, s->objects_fd, obj, AT_SYMLINK_FOLLOW);
 	if (r >= 0) {
 		created = true;
 		/* A name added meanwhile would share the stored inode: take a copy instead. */

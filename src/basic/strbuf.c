@@ -58,10 +58,21 @@ int strbuf_appendc(struct strbuf *sb, char c)
 
 int strbuf_vprintf(struct strbuf *sb, const char *fmt, va_list ap)
 {
+	if (sb->oom)
+		return -ENOMEM;
+	/* Formatted straight into the room there is; measured and formatted again only if it
+	 * does not fit. */
+	size_t room = sb->cap > sb->len ? sb->cap - sb->len : 0;
 	va_list aq;
 	va_copy(aq, ap);
-	int n = vsnprintf(NULL, 0, fmt, aq);
+	int n = vsnprintf(room ? sb->buf + sb->len : NULL, room, fmt, aq);
 	va_end(aq);
+	if (n >= 0 && (size_t)n < room) {
+		sb->len += (size_t)n;
+		return 0;
+	}
+	if (room)
+		sb->buf[sb->len] = '\0'; /* a cut attempt leaves the contents as they were */
 	if (n < 0)
 		return -EINVAL;
 	int r = strbuf_reserve(sb, (size_t)n);

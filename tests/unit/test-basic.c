@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The helpers of src/basic/: fd-util, fs-util, hexdecoct, string-table, errno-util. */
+/* The helpers of src/basic/: fd-util, fs-util, hexdecoct, string-table, errno-util, strbuf,
+ * escape. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -8,15 +9,18 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "basic/errno-util.h"
+#include "basic/escape.h"
 #include "basic/fd-util.h"
 #include "basic/fs-util.h"
 #include "basic/hexdecoct.h"
 #include "basic/macro.h"
 #include "basic/path-util.h"
 #include "basic/socket-util.h"
+#include "basic/strbuf.h"
 #include "basic/string-table.h"
 #include "tap.h"
 
@@ -122,6 +126,32 @@ static void trees(int top)
 	is_int(rm_rf_at(top, "nope"), -ENOENT, "rm_rf_at on nothing: -ENOENT");
 }
 
+/* proc_fd_at() names an fd of this process, and in a forked child the child's own. */
+static void proc_fd_names(int top)
+{
+	int a = openat(top, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	char want[PATH_MAX], got[PATH_MAX];
+	ssize_t wn = readlink(FORMAT_PROC_FD_PATH(a), want, sizeof want - 1);
+	struct proc_fd_at at = proc_fd_at(a);
+	ssize_t gn = readlinkat(at.dirfd, at.name, got, sizeof got - 1);
+	ok(wn > 0 && gn == wn && memcmp(got, want, (size_t)wn) == 0 && at.dirfd != AT_FDCWD,
+	   "proc_fd_at: the fd's magic link, through the cached /proc/self/fd");
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* the same number, another file: the parent's /proc/PID/fd would name the old one
+		 */
+		close(a);
+		int b = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		at = proc_fd_at(b);
+		gn = readlinkat(at.dirfd, at.name, got, sizeof got - 1);
+		_exit(b == a && gn == 1 && got[0] == '/' ? 0 : 1);
+	}
+	int st = -1;
+	ok(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	   "  in a forked child, the child's fd");
+	close(a);
+}
+
 static void copies(int top)
 {
 	/* file to file: copy_file_range */
@@ -222,15 +252,77 @@ static void fd_passing(int top)
 	close(sp[1]);
 }
 
+/* strbuf_printf() formats into the room left and grows when the output does not fit. */
+static void strbuf_formats(void)
+{
+	struct strbuf sb = STRBUF_INIT;
+	char want[600], chunk[32];
+	size_t wl = 0;
+	bool same = true;
+	for (size_t i = 0; i < 30 && same; i++) {
+		/* 2 to 31 characters each: the outputs cross the 64, 128 and 256 boundaries */
+		memset(chunk, 'a' + (int)i % 26, i + 1);
+		chunk[i + 1] = '\0';
+		same = strbuf_printf(&sb, "%s%c", chunk, '|') == 0;
+		memcpy(want + wl, chunk, i + 1);
+		want[wl + i + 1] = '|';
+		wl += i + 2;
+		want[wl] = '\0';
+		same = same && sb.len == wl && strcmp(sb.buf, want) == 0;
+	}
+	ok(same, "strbuf_printf: appends that fit and appends that grow the buffer");
+	strbuf_reset(&sb);
+	ok(strbuf_printf(&sb, "%s", "") == 0 && sb.len == 0 && strcmp(strbuf_cstr(&sb), "") == 0,
+	   "strbuf_printf of nothing");
+	strbuf_free(&sb);
+}
+
+/* escape_append(): bytes that need no escape are kept, the others become \xHH; it reverses. */
+static void escapes(void)
+{
+	struct strbuf sb = STRBUF_INIT, back = STRBUF_INIT;
+	ok(escape_appends(&sb, "a b=c\\d\"e'f\tg\x7fh\xffi/j.k") == 0, "escape");
+	is_str(strbuf_cstr(&sb), "a\\x20b\\x3dc\\x5cd\\x22e\\x27f\\x09g\\x7fh\\xffi/j.k",
+	       "  the escaped bytes, the runs between them kept");
+	char all[255];
+	for (int i = 0; i < 255; i++)
+		all[i] = (char)(i + 1);
+	strbuf_reset(&sb);
+	ok(escape_append(&sb, all, sizeof all) == 0 &&
+	       unescape_append(&back, sb.buf, sb.len) == 0 && back.len == sizeof all &&
+	       memcmp(back.buf, all, sizeof all) == 0,
+	   "every byte but NUL escapes and unescapes to itself");
+	strbuf_reset(&back);
+	ok(unescape_append(&back, "ab\\x41cd\\x5c", 12) == 0, "unescape");
+	is_str(strbuf_cstr(&back), "abAcd\\", "  the escapes decoded, the runs between them kept");
+	static const char *const bad[] = {"a b",    "a\\x00", "a\\x4", "a\\y41",
+					  "a\\xg1", "\t",     "\x80"};
+	bool refused = true;
+	for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+		strbuf_reset(&back);
+		refused = refused && unescape_append(&back, bad[i], strlen(bad[i])) == -EINVAL;
+	}
+	ok(refused,
+	   "unescape refuses a plain byte that needs an escape, a bad or short escape, NUL");
+	strbuf_reset(&sb);
+	ok(escape_append(&sb, "", 0) == 0 && strcmp(strbuf_cstr(&sb), "") == 0,
+	   "escape of nothing");
+	strbuf_free(&sb);
+	strbuf_free(&back);
+}
+
 int main(void)
 {
 	string_table();
+	strbuf_formats();
+	escapes();
 	hex_and_names();
 	nonblock();
 	char tmpl[] = "/tmp/test-basic-XXXXXX";
 	ok(mkdtemp(tmpl) != NULL, "temp dir");
 	int top = open(tmpl, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	trees(top);
+	proc_fd_names(top);
 	copies(top);
 	fd_passing(top);
 	close(top);

@@ -20,6 +20,7 @@
 #include "basic/macro.h"
 #include "basic/path-util.h"
 #include "basic/strbuf.h"
+#include "store-internal.h"
 #include "store.h"
 #include "tap.h"
 
@@ -302,6 +303,28 @@ static int undo_turn(struct store *s, const char *id, bool want_no_conflict, cha
 }
 
 /* ---- tests ---- */
+
+/* The records' checksum is CRC-32 (IEEE): the check value, and a bit at a time for every length
+ * and alignment up to 64 bytes. */
+static void test_crc32(void)
+{
+	ok(store_crc32("123456789", 9) == 0xcbf43926u, "crc32 check value");
+	unsigned char buf[80];
+	for (size_t i = 0; i < sizeof buf; i++)
+		buf[i] = (unsigned char)(i * 37 + 11);
+	bool same = true;
+	for (size_t off = 0; off < 8; off++)
+		for (size_t n = 0; n <= 64; n++) {
+			uint32_t c = 0xffffffffu;
+			for (size_t i = 0; i < n; i++) {
+				c ^= buf[off + i];
+				for (int k = 0; k < 8; k++)
+					c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1)));
+			}
+			same = same && store_crc32(buf + off, n) == ~c;
+		}
+	ok(same, "crc32 of every length and alignment as a bit at a time");
+}
 
 static void test_manifest(void)
 {
@@ -1036,6 +1059,7 @@ int main(void)
 	umask(077); /* the store and restore must not depend on it */
 	mkdir(ws, 0755);
 
+	test_crc32();
 	test_manifest();
 	test_manifest_stream();
 	char *sd = NULL;
