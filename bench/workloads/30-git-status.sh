@@ -7,7 +7,9 @@ w_prepare() {
 	gen_tree "$1/src" "$(n 20000)" c
 	git -C "$1" init -q
 	git -C "$1" add -A
-	git -C "$1" -c user.name=bench -c user.email=bench@localhost commit -q -m 'generated tree'
+	# no automatic gc: a detached one would repack while the template is copied
+	git -C "$1" -c gc.auto=0 -c user.name=bench -c user.email=bench@localhost commit -q -m 'generated tree'
+	git -C "$1" gc -q
 }
 # a fresh copy has new inode numbers and ctimes: refresh the index (not timed), as in a repository
 # one works in
