@@ -183,9 +183,23 @@ static bool object_present(struct store *s, const char *obj, uint64_t size)
 	       (uint64_t)st.st_size == size;
 }
 
+/* An object with a name besides its own: see object_commit(). */
+static bool object_shared(struct store *s, const char *obj)
+{
+	struct stat st;
+	return fstatat(s->objects_fd, obj, &st, AT_SYMLINK_NOFOLLOW) >= 0 && st.st_nlink > 1;
+}
+
 /*
  * Put tmp/<tmp_name> under its hash; if the object already exists the temp file is dropped.
  * Returns 1 if a new object was stored.
+ *
+ * An existing object that has another name besides (st_nlink > 1) is replaced by the copy instead.
+ * A broker killed between keeping a file by a link (store_file_link_in()) and the change leaves
+ * that file sharing its inode with the object: the file's next backup, of the same content,
+ * would find the object, and the change in place that follows would change the object with it.
+ * A kept name of a live turn is also such a name; replacing that object by an equal copy
+ * costs nothing more than dropping the copy would.
  */
 static int object_commit(struct store_turn *t, const char *tmp_name, const char *hash,
 			 uint64_t size)
@@ -195,14 +209,15 @@ static int object_commit(struct store_turn *t, const char *tmp_name, const char 
 	int r = object_prefix_ensure(t, hash);
 	if (r < 0)
 		return r;
-	if (object_present(t->store, obj, size)) {
+	bool present = object_present(t->store, obj, size);
+	if (present && !object_shared(t->store, obj)) {
 		(void)unlinkat(t->store->tmp_fd, tmp_name, 0);
 		return 0;
 	}
 	r = renameat(t->store->tmp_fd, tmp_name, t->store->objects_fd, obj);
 	if (r < 0 && errno == ENOENT && object_prefix_forget(t, hash) >= 0)
 		r = renameat(t->store->tmp_fd, tmp_name, t->store->objects_fd, obj);
-	return r < 0 ? negative_errno() : 1;
+	return r < 0 ? negative_errno() : !present;
 }
 
 int store_object_open(struct store *s, const char *hash)

@@ -974,6 +974,47 @@ static void test_gc_bad_manifest(struct store *s)
 }
 
 /*
+ * A broker killed after keeping a file by a link (its object is the file's inode) and before the
+ * unlink leaves the file sharing its inode with the object. The file's next backup, of the same
+ * content, must not reuse that object: the change in place that follows would change the
+ * pre-image with it, and undo would give back the new content.
+ */
+static void test_shared_object(struct store *s)
+{
+	reset_ws();
+	puts_ws("f", "the content before both turns\n");
+	struct strbuf p = STRBUF_INIT;
+	ws_path(&p, "f");
+	struct store_turn *t;
+	bool owned, consumed = true;
+	struct stat st;
+	if (store_turn_join_or_begin(s, &opts, NULL, "killed", &t, &owned) < 0) {
+		ok(0, "turn for the shared-object test");
+		strbuf_free(&p);
+		return;
+	}
+	ok(pre(t, "f", STORE_REPLACE, &consumed) >= 0 && !consumed,
+	   "f kept by a link for its unlink, which never comes (the broker is killed)");
+	store_turn_commit(t, NULL);
+	ok(stat(p.buf, &st) == 0 && st.st_nlink == 2, "f shares its inode with its object (%ju)",
+	   (uintmax_t)st.st_nlink);
+	_cleanup_free_ char *before = snapshot();
+	if (store_turn_join_or_begin(s, &opts, NULL, "in place", &t, &owned) < 0) {
+		ok(0, "second turn");
+		strbuf_free(&p);
+		return;
+	}
+	is_int(op_write(t, "f", "changed in place\n"), 0, "f backed up, then changed in place");
+	_cleanup_free_ char *id = strdup(store_turn_id(t));
+	store_turn_commit(t, NULL);
+	ok(stat(p.buf, &st) == 0 && st.st_nlink == 1, "the object no longer shares f's inode");
+	_cleanup_free_ char *u = NULL;
+	is_int(undo_turn(s, id, true, &u), 0, "undo of the second turn");
+	same_snapshot(before, "f as before the second turn (content, mode, mtime)");
+	strbuf_free(&p);
+}
+
+/*
  * Kept names (store-kept.c), on a store told to assume an ordered file system: a deleted file, a
  * removed directory and a removed symlink get names in kept/<turn>/ instead of a flush; a power cut
  * that loses the whole unflushed manifest is simulated by emptying it; the next store_open()
@@ -1073,6 +1114,7 @@ int main(void)
 	test_oversize(s);
 	test_gc(s);
 	test_gc_bad_manifest(s);
+	test_shared_object(s);
 	store_close(s);
 	test_kept();
 	test_enospc();
