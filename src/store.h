@@ -55,6 +55,8 @@ const char *store_session_dir(const struct store *s);
  */
 int store_turn_join_or_begin(struct store *s, const struct store_options *o, const char *tool_call,
 			     const char *message, struct store_turn **ret, bool *ret_owned);
+/* The turn's id; a new lazy turn's is final once the turn is on disk (its first record): a turn
+ * made meanwhile under the same id makes it take another. */
 const char *store_turn_id(const struct store_turn *t);
 /* False while a run's own turn has recorded nothing: it is then not on disk (and committing it
  * records no turn). */

@@ -544,7 +544,6 @@ static void test_scenario(struct store *s)
 	ok(r >= 0 && owned, "private turn begun");
 	if (r < 0)
 		return;
-	_cleanup_free_ char *id = strdup(store_turn_id(t));
 	ok(op_write(t, "a.txt", "ALPHA changed\n") >= 0, "write");
 	ok(op_write(t, "a.txt", "again\n") >= 0, "second write of the same path");
 	ok(pre(t, "b.txt", 0, NULL) >= 0, "truncate recorded");
@@ -569,6 +568,8 @@ static void test_scenario(struct store *s)
 	store_turn_stats(t, &st);
 	ok(st.saved > 5 && st.absent >= 2, "stats: %" PRIu64 " saved, %" PRIu64 " absent", st.saved,
 	   st.absent);
+	/* the id once the turn is on disk: a lazy turn's id changes if another turn took it */
+	_cleanup_free_ char *id = strdup(store_turn_id(t));
 	ok(store_turn_commit(t, "scenario done") >= 0, "commit");
 	_cleanup_free_ char *after = snapshot();
 
@@ -694,9 +695,11 @@ static void test_random(struct store *s)
 		bool owned;
 		if (store_turn_join_or_begin(s, &opts, NULL, "random", &t, &owned) < 0)
 			continue;
-		_cleanup_free_ char *id = strdup(store_turn_id(t));
 		for (int i = 0; i < 40; i++)
 			random_op(t);
+		/* the id once the turn is on disk: a lazy turn's id changes if another turn (made
+		 * in the same second, with the same 16 random bits) took it */
+		_cleanup_free_ char *id = strdup(store_turn_id(t));
 		store_turn_commit(t, NULL);
 		_cleanup_free_ char *after = snapshot();
 		_cleanup_free_ char *u = NULL, *u2 = NULL;
