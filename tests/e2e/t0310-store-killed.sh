@@ -64,7 +64,10 @@ for k in $(seq "$ROUNDS"); do
 		is "$?" 0 "seed $seed: turn commit --turn ID of the interrupted turn exits 0"
 		[ -z "$err" ] || printf '#   %s\n' "$err"
 		is "$(cd "$w" && turn_state "$id")" committed "seed $seed: the turn is committed now"
-		is_snap "$(tree_snapshot_full "$w")" "$mid" "seed $seed: committing changed nothing in the tree"
+		# link counts aside: a file kept by a link just before the kill shares its inode with
+		# the store until the commit settles it (store-kept.c, kept_unshare)
+		is_snap "$(no_nlink "$(tree_snapshot_full "$w")")" "$(no_nlink "$mid")" \
+			"seed $seed: committing changed nothing in the tree"
 	fi
 	err=$(cd "$w" && "$BROKERED" undo "$id" 2>&1)
 	rc=$?
