@@ -156,6 +156,14 @@ void store_detect_ordering(struct store *s, int fd);
  * symlink: fd -1, a likeness of it), or mark the manifest for the next store_sync()'s flush.
  * 1: the kept name carries the record (no flush of the manifest or of objects/ needed). */
 int store_kept_record(struct store_turn *t, const struct store_record *rec, int fd);
+/* The two halves of store_kept_record() for a file kept by a link, in the other order: its kept
+ * name before its link into objects/ (1: made), so that a broker killed at any point between leaves
+ * a name the recovery finds (store_kept_settle() unshares a file still at its path); then the
+ * record, which the kept name carries if there is one. store_kept_name_drop() takes the name back
+ * when the link or the record fails. */
+int store_kept_name(struct store_turn *t, const struct store_record *rec, int fd);
+void store_kept_name_drop(struct store_turn *t, const struct store_record *rec);
+int store_kept_append(struct store_turn *t, const struct store_record *rec, bool kept);
 /* Records for the turn's kept names (complete: the manifest has them all already), the manifest
  * flushed, the names removed. The caller holds the turn (exclusively, or as its only writer). */
 int store_kept_settle(struct store *s, int turn_fd, const char *id, bool complete);

@@ -234,15 +234,12 @@ static int kept_likeness(struct store_turn *t, const struct store_record *rec, c
 	return r;
 }
 
-int store_kept_record(struct store_turn *t, const struct store_record *rec, int fd)
+int store_kept_name(struct store_turn *t, const struct store_record *rec, int fd)
 {
-	struct strbuf sb = STRBUF_INIT;
-	int r = store_record_format(rec, &sb);
-	if (r >= 0)
-		r = store_manifest_append(t, sb.buf, sb.len);
 	struct store *s = t->store;
+	struct strbuf sb = STRBUF_INIT;
 	bool kept = false;
-	if (r >= 0 && t->opts.sync && (s->ordered_records || (s->kept_fsync && fd >= 0)) &&
+	if (t->opts.sync && (s->ordered_records || (s->kept_fsync && fd >= 0)) &&
 	    kept_dir(t) >= 0 && kept_name(rec->path, &sb) >= 0)
 		kept = (fd >= 0 ? kept_link(t, fd, sb.buf) : kept_likeness(t, rec, sb.buf)) >= 0;
 	strbuf_free(&sb);
@@ -251,12 +248,47 @@ int store_kept_record(struct store_turn *t, const struct store_record *rec, int 
 	 * objects/ directory's, whose link the recovery makes again from the kept name). */
 	if (kept && s->kept_fsync && !s->ordered_records && fsync(t->kept_fd) < 0)
 		kept = false;
+	return kept;
+}
+
+void store_kept_name_drop(struct store_turn *t, const struct store_record *rec)
+{
+	struct strbuf sb = STRBUF_INIT;
+	if (t->kept_fd >= 0 && kept_name(rec->path, &sb) >= 0)
+		(void)unlinkat(t->kept_fd, sb.buf, 0);
+	strbuf_free(&sb);
+}
+
+static int append_record(struct store_turn *t, const struct store_record *rec)
+{
+	struct strbuf sb = STRBUF_INIT;
+	int r = store_record_format(rec, &sb);
+	if (r >= 0)
+		r = store_manifest_append(t, sb.buf, sb.len);
+	strbuf_free(&sb);
+	return r;
+}
+
+int store_kept_append(struct store_turn *t, const struct store_record *rec, bool kept)
+{
+	int r = append_record(t, rec);
 	/* Where the kept name cannot carry the record (no ordering, a path too long for one name,
 	 * the same path kept by another run of the turn, an owner we cannot give), the manifest is
 	 * flushed as before. */
 	if (r >= 0 && !kept)
 		t->dirty_manifest = true;
 	return r < 0 ? r : kept;
+}
+
+int store_kept_record(struct store_turn *t, const struct store_record *rec, int fd)
+{
+	int r = append_record(t, rec);
+	if (r < 0)
+		return r;
+	bool kept = store_kept_name(t, rec, fd) > 0;
+	if (!kept)
+		t->dirty_manifest = true;
+	return kept;
 }
 
 /* ---- recovery ---- */

@@ -288,25 +288,35 @@ int store_file_link_in(struct store_turn *t, int dirfd, const char *name, const 
 	uint8_t dirty = t->dirty_prefix[idx / 8];
 	if ((r = object_prefix_ensure(t, rec->hash)) < 0)
 		return r;
-	bool created = false;
+	/* The kept name first: a broker killed after it finds the file unshared at the next start
+	 * (store_kept_settle()), wherever it stopped. */
+	bool kept = store_kept_name(t, rec, fd) > 0, created = false;
 	r = linkat(self.dirfd, self.name, s->objects_fd, obj, AT_SYMLINK_FOLLOW);
 	if (r < 0 && errno == ENOENT && object_prefix_forget(t, rec->hash) >= 0)
 		r = linkat(self.dirfd, self.name, s->objects_fd, obj, AT_SYMLINK_FOLLOW);
 	if (r >= 0) {
 		created = true;
 		/* A name added meanwhile would share the stored inode: take a copy instead. */
-		if (fstat(fd, &st2) < 0 || st2.st_nlink != 2) {
+		if (fstat(fd, &st2) < 0 || st2.st_nlink != (kept ? 3u : 2u)) {
 			(void)unlinkat(s->objects_fd, obj, 0);
-			return -EAGAIN;
+			r = -EAGAIN;
 		}
 	} else if (errno == EEXIST) {
-		if (!object_present(s, obj, rec->size))
-			return -EAGAIN; /* a leftover under that name: the copy path replaces it */
+		r = object_present(s, obj, rec->size)
+			? 0
+			: -EAGAIN; /* a leftover under that name: the copy path replaces it */
 	} else {
-		return negative_errno(); /* EXDEV, EPERM, EMLINK: the caller copies */
+		r = negative_errno(); /* EXDEV, EPERM, EMLINK: the caller copies */
+	}
+	if (r < 0) {
+		if (kept)
+			store_kept_name_drop(t, rec);
+		return r;
 	}
 	rec->moved = true;
-	r = store_kept_record(t, rec, fd);
+	r = store_kept_append(t, rec, kept);
+	if (r < 0 && kept)
+		store_kept_name_drop(t, rec);
 	if (r > 0) {
 		t->dirty_prefix[idx / 8] = dirty;
 		t->kept_prefix[idx / 8] |= (uint8_t)(1u << (idx % 8));
