@@ -132,8 +132,8 @@ static struct broker_req door_req(const struct broker_door *d, enum broker_op op
 
 static struct resolve_ctx door_ctx(const struct broker_door *d)
 {
-	return (struct resolve_ctx){d->peer->pid > 0 ? d->peer->pid : getpid(), d->b->root_fd,
-				    NULL};
+	return (struct resolve_ctx){d->peer->pid > 0 ? d->peer->pid : getpid(), d->b->root_fd, NULL,
+				    d->b->cfg.foreign_mounts};
 }
 
 /* One request through the common broker code; -errno, or 0 with an fd in *ret_fd for opens. */

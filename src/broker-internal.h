@@ -103,7 +103,8 @@ void broker_call_end(struct broker_call *c);
 /* The resolve context of a call: the target thread, or the door's peer. */
 static inline struct resolve_ctx broker_call_resolve_ctx(const struct broker_call *c)
 {
-	return (struct resolve_ctx){c->q->tid, c->b->root_fd, c->q->notif};
+	return (struct resolve_ctx){c->q->tid, c->b->root_fd, c->q->notif,
+				    c->b->cfg.foreign_mounts};
 }
 
 enum decision broker_decide(struct broker_call *c, const char *real, unsigned access,

@@ -181,7 +181,10 @@ static int unix_path(const struct broker_req *q, char *buf, size_t n)
  */
 static int open_unix_target(struct net_op *o, const char *path)
 {
-	struct resolve_ctx ctx = {.tid = o->q->tid, .root_fd = o->root_fd, .notif = o->q->notif};
+	struct resolve_ctx ctx = {.tid = o->q->tid,
+				  .root_fd = o->root_fd,
+				  .notif = o->q->notif,
+				  .foreign_mounts = o->cfg->foreign_mounts};
 	struct resolved res = RESOLVED_INIT;
 	int r = resolve_path(&ctx, AT_FDCWD, path, RESOLVE_FOLLOW, &res);
 	if (r < 0)
@@ -379,7 +382,10 @@ static int net_bind(struct net_op *o, int sock, int family, struct broker_resp *
 		}
 		snprintf(o->shown, sizeof o->shown, "%s", path);
 		/* Creating a socket file is a write: the file policy decides, as for mknod. */
-		struct resolve_ctx ctx = {.tid = q->tid, .root_fd = o->root_fd, .notif = q->notif};
+		struct resolve_ctx ctx = {.tid = q->tid,
+					  .root_fd = o->root_fd,
+					  .notif = q->notif,
+					  .foreign_mounts = o->cfg->foreign_mounts};
 		struct resolved res = RESOLVED_INIT;
 		r = resolve_path(&ctx, AT_FDCWD, path, 0, &res);
 		if (r >= 0 && (!res.name || !res.real))

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "audit.h"
@@ -21,6 +22,7 @@
 #include "broker-internal.h"
 #include "policy.h"
 #include "proc.h"
+#include "resolve.h"
 #include "sandbox.h"
 #include "store.h"
 
@@ -511,6 +513,60 @@ void broker_call_end(struct broker_call *c)
 {
 	resolved_done(&c->res);
 	resolved_done(&c->res2);
+}
+
+/* faccessat2(dirfd, name, mode, flags | AT_EACCESS) with this thread's file-system ids and
+ * groups those of id (only this thread's: the raw syscalls, not glibc's for all threads). */
+static int faccess_as(const struct proc_ids *id, uid_t uid, gid_t gid, int dirfd, const char *name,
+		      int mode, int flags)
+{
+	flags |= AT_EACCESS;
+	gid_t own[PROC_GROUPS_MAX];
+	int n_own = getgroups(PROC_GROUPS_MAX, own);
+	bool same = uid == geteuid() && gid == getegid() && n_own == (int)id->n_groups &&
+		    memcmp(own, id->groups, id->n_groups * sizeof(gid_t)) == 0;
+	if (same || n_own < 0)
+		return syscall(SYS_faccessat2, dirfd, name, mode, flags) < 0 ? negative_errno() : 0;
+	int r = -EACCES;
+	if (syscall(SYS_setgroups, id->n_groups, id->groups) == 0) {
+		(void)syscall(SYS_setfsgid, gid);
+		(void)syscall(SYS_setfsuid, uid);
+		if ((uid_t)syscall(SYS_setfsuid, -1) == uid &&
+		    (gid_t)syscall(SYS_setfsgid, -1) == gid)
+			r = syscall(SYS_faccessat2, dirfd, name, mode, flags) < 0 ? negative_errno()
+										  : 0;
+		(void)syscall(SYS_setfsuid, geteuid());
+		(void)syscall(SYS_setfsgid, getegid());
+		(void)syscall(SYS_setgroups, (size_t)n_own, own);
+	}
+	return r;
+}
+
+int broker_access(struct broker *b, const struct broker_req *q)
+{
+	struct resolve_ctx ctx = {q->tid, b->root_fd, q->notif, b->cfg.foreign_mounts};
+	struct resolved res = RESOLVED_INIT;
+	unsigned follow =
+	    RESOLVE_ALLOW_DOTDOT | ((q->flags & AT_SYMLINK_NOFOLLOW) ? 0 : RESOLVE_FOLLOW);
+	int r = q->at_empty_path ? resolve_target_fd(&ctx, q->dirfd, &res)
+				 : resolve_path(&ctx, q->dirfd, q->path, follow, &res);
+	if (r >= 0 && !res.exists)
+		r = -ENOENT;
+	struct proc_ids id;
+	if (r >= 0)
+		r = proc_get_ids(q->tid, q->notif, &id);
+	if (r >= 0) {
+		/* Without AT_EACCESS the kernel checks with the real ids, with it the fs ids. */
+		bool eaccess = q->flags & AT_EACCESS;
+		uid_t uid = id.uid[eaccess ? 3 : 0];
+		gid_t gid = id.gid[eaccess ? 3 : 0];
+		bool on_fd = res.obj_fd >= 0;
+		r = faccess_as(&id, uid, gid, on_fd ? res.obj_fd : res.parent_fd,
+			       on_fd ? "" : res.name, (int)q->mode,
+			       AT_SYMLINK_NOFOLLOW | (on_fd ? AT_EMPTY_PATH : 0));
+	}
+	resolved_done(&res);
+	return r;
 }
 
 void broker_audit_invalid(struct broker *b, const struct broker_req *q, int err)

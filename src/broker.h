@@ -115,7 +115,9 @@ struct broker_config {
 	bool backup_enabled;
 	bool kernel_enforces; /* Landlock is on: scratch and device writes may CONTINUE */
 	bool allow_setid;     /* sandbox.allowSetid: files may become set-user/group-ID */
-	struct net *net;      /* socket policy (NULL: sockets are refused); borrowed */
+	/* sandbox.readOnlyMounts in effect: the target's mounts are read-only copies of ours */
+	bool foreign_mounts;
+	struct net *net; /* socket policy (NULL: sockets are refused); borrowed */
 };
 
 struct broker_stats {
@@ -132,6 +134,9 @@ void broker_free(struct broker *b);
 /* The policy to use (NULL: the built-in default). Borrowed. */
 void broker_set_policy(struct broker *b, const struct policy *p);
 void broker_handle(struct broker *b, const struct broker_req *req, struct broker_resp *resp);
+/* access(), faccessat(), faccessat2() with read-only mounts (foreign_mounts): the answer of the
+ * file's own mount, with the target's ids; 0 or -errno for the target. */
+int broker_access(struct broker *b, const struct broker_req *req);
 /* Audit a request refused before it reached the broker (unreadable or invalid arguments). */
 void broker_audit_invalid(struct broker *b, const struct broker_req *req, int err);
 /*

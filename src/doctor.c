@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* `brokered doctor`: what this kernel supports, and what would degrade without it. */
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -17,6 +19,20 @@ static void line(bool ok, const char *what, const char *detail, const char *if_m
 	printf("\n");
 	if (!ok && if_missing)
 		printf("         without it: %s\n", if_missing);
+}
+
+/* Can a run make its read-only mount namespace here? Tried in a child that then exits. */
+static bool probe_mount_ns(void)
+{
+	if (!sandbox_can_make_mount_ns())
+		return false;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(unshare(CLONE_NEWNS) == 0 ? 0 : 1);
+	int status;
+	return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+	       WEXITSTATUS(status) == 0;
 }
 
 int cli_doctor(int argc, char **argv)
@@ -60,6 +76,11 @@ int cli_doctor(int argc, char **argv)
 	    f.landlock_abi >= 4, "Landlock TCP bind/connect rules (ABI 4)", NULL,
 	    "in network modes deny and proxy only the broker refuses TCP (the kernel does not back "
 	    "it up)");
+	line(probe_mount_ns(), "read-only mount namespace (sandbox.readOnlyMounts)",
+	     getuid() == 0 ? "root" : "needs root",
+	     "fchmod, fchown, futimens and the xattr calls on a file descriptor are each one "
+	     "notification to the broker (write-heavy work is slower), and the kernel leaves "
+	     "metadata changes to the broker alone");
 	printf("Network (sandbox.network): Unix sockets by path are decided by the broker on the "
 	       "socket\n"
 	       "  itself (pidfd_getfd); modes deny and proxy: TCP %s, UDP and the rest by the "

@@ -722,6 +722,16 @@ const char *const *policy_read_restricted(const struct policy *p, size_t *ret_n)
 	return (const char *const *)p->read_restricted;
 }
 
+bool policy_metadata_follows_write(const struct policy *p)
+{
+	for (size_t i = 0; i < p->n_rules; i++) {
+		unsigned a = p->rules[i].access;
+		if (!(a & POLICY_ACCESS_WRITE) != !(a & POLICY_ACCESS_METADATA))
+			return false;
+	}
+	return true;
+}
+
 bool policy_needs_read_checks(const struct policy *p)
 {
 	return p->n_read_restricted > 0;

@@ -133,5 +133,8 @@ int policy_display_path(const struct policy *p, const char *path, struct strbuf 
  * ask policy_check() inside. Owned by the policy; no entry lies below another.
  */
 const char *const *policy_read_restricted(const struct policy *p, size_t *ret_n);
+/* Does every rule decide metadata changes as it decides writes? (Then a file open for writing
+ * may have its metadata changed through that fd without asking: sandbox.readOnlyMounts.) */
+bool policy_metadata_follows_write(const struct policy *p);
 /* False when no read can be refused (no secrets, no read rules): reads need no check at all. */
 bool policy_needs_read_checks(const struct policy *p);

@@ -191,6 +191,60 @@ int proc_get_cap_eff(pid_t tid, const struct notif_ref *n, uint64_t *ret)
 	return read_status_number(tid, n, "CapEff", 16, 0, UINT64_MAX, ret);
 }
 
+/* "1000\t1000\t1000\t1000" or "4 24 27": up to max numbers; the count of them. */
+static int parse_ids(const char *v, uint32_t *out, size_t max)
+{
+	size_t n = 0;
+	for (const char *p = v; *p;) {
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (!*p)
+			break;
+		if (n == max)
+			return -E2BIG;
+		size_t len = strcspn(p, " \t");
+		char num[16];
+		uint64_t x;
+		if (len >= sizeof num)
+			return -EINVAL;
+		memcpy(num, p, len);
+		num[len] = '\0';
+		int r = parse_u64(num, 10, &x);
+		if (r < 0 || x > UINT32_MAX)
+			return r < 0 ? r : -ERANGE;
+		out[n++] = (uint32_t)x;
+		p += len;
+	}
+	return (int)n;
+}
+
+int proc_get_ids(pid_t tid, const struct notif_ref *n, struct proc_ids *ret)
+{
+	char v[PROC_GROUPS_MAX * 11 + 1];
+	uint32_t x[PROC_GROUPS_MAX];
+	int r, k;
+	if ((r = read_status_field(tid, n, "Uid", v, sizeof v)) < 0)
+		return r;
+	if ((k = parse_ids(v, x, 4)) < 0 || k != 4)
+		return k < 0 ? k : -EINVAL;
+	for (int i = 0; i < 4; i++)
+		ret->uid[i] = (uid_t)x[i];
+	if ((r = read_status_field(tid, n, "Gid", v, sizeof v)) < 0)
+		return r;
+	if ((k = parse_ids(v, x, 4)) < 0 || k != 4)
+		return k < 0 ? k : -EINVAL;
+	for (int i = 0; i < 4; i++)
+		ret->gid[i] = (gid_t)x[i];
+	if ((r = read_status_field(tid, n, "Groups", v, sizeof v)) < 0)
+		return r == -EINVAL ? -E2BIG : r;
+	if ((k = parse_ids(v, x, PROC_GROUPS_MAX)) < 0)
+		return k;
+	for (int i = 0; i < k; i++)
+		ret->groups[i] = (gid_t)x[i];
+	ret->n_groups = (size_t)k;
+	return 0;
+}
+
 int proc_get_tgid(pid_t tid, const struct notif_ref *n, pid_t *ret)
 {
 	uint64_t t;

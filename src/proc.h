@@ -39,3 +39,14 @@ int proc_get_umask(pid_t tid, const struct notif_ref *n, mode_t *ret);
 int proc_get_tgid(pid_t tid, const struct notif_ref *n, pid_t *ret);
 /* The target's effective capability set (bit n: capability n). */
 int proc_get_cap_eff(pid_t tid, const struct notif_ref *n, uint64_t *ret);
+
+#define PROC_GROUPS_MAX 64
+/* The target's credentials: real, effective, saved and file-system ids, supplementary groups. */
+struct proc_ids {
+	uid_t uid[4];
+	gid_t gid[4];
+	gid_t groups[PROC_GROUPS_MAX];
+	size_t n_groups;
+};
+/* -E2BIG: more than PROC_GROUPS_MAX groups. */
+int proc_get_ids(pid_t tid, const struct notif_ref *n, struct proc_ids *ret);

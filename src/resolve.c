@@ -16,6 +16,7 @@
 #include "basic/kernel-compat.h"
 #include "basic/macro.h"
 #include "basic/path-util.h"
+#include "basic/stat-util.h"
 #include "basic/strbuf.h"
 #include "proc.h"
 
@@ -147,18 +148,60 @@ static int fill_real(struct resolved *r)
 }
 
 /* The final component is a magic link under /proc: take the object it names. */
-static int resolve_magic(struct resolved *r)
+/*
+ * With foreign mounts, fd (the target's) is on the target's read-only copy of one of our mounts:
+ * replace it with an O_PATH fd of the same inode on ours, opened by its path, so that what the
+ * broker does through it is not refused with EROFS. An fd without a path (pipe, unlinked file)
+ * stays. A path that names another inode by the time it is opened (a rename in between) is tried
+ * again, then -EAGAIN; a directory removed meanwhile is -ENOENT, as the kernel says.
+ */
+static int reopen_own(const struct resolve_ctx *ctx, int *fd)
 {
-	int fd = openat(r->parent_fd, r->name, O_PATH | O_CLOEXEC);
+	if (!ctx->foreign_mounts)
+		return 0;
+	struct stat was;
+	if (fstat(*fd, &was) < 0)
+		return negative_errno();
+	if (was.st_nlink == 0 && !S_ISDIR(was.st_mode))
+		return 0;
+	for (int attempt = 0; attempt < 3; attempt++) {
+		_cleanup_free_ char *real = NULL;
+		int k = resolve_fd_real_path(*fd, &real);
+		if (k == -ENOENT)
+			return 0;
+		if (k < 0)
+			return k;
+		int own = openat2_path(ctx->root_fd, real, O_PATH | O_NOFOLLOW | O_CLOEXEC,
+				       RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+		if (own == -ENOENT && was.st_nlink == 0)
+			return -ENOENT;
+		struct stat is;
+		if (own >= 0 && fstat(own, &is) == 0 && stat_inode_same(&is, &was)) {
+			safe_close(*fd);
+			*fd = own;
+			return 0;
+		}
+		safe_close(own);
+	}
+	return -EAGAIN;
+}
+
+static int resolve_magic(const struct resolve_ctx *ctx, struct resolved *r)
+{
+	int k, fd = openat(r->parent_fd, r->name, O_PATH | O_CLOEXEC);
 	if (fd < 0)
 		return negative_errno();
 	r->obj_fd = fd;
 	if (fstat(fd, &r->st) < 0)
 		return negative_errno();
+	if ((S_ISREG(r->st.st_mode) || S_ISDIR(r->st.st_mode)) &&
+	    (k = reopen_own(ctx, &r->obj_fd)) < 0)
+		return k;
+	fd = r->obj_fd;
 	r->exists = true;
 	free(r->real);
 	r->real = NULL;
-	int k = resolve_fd_real_path(fd, &r->real);
+	k = resolve_fd_real_path(fd, &r->real);
 	if (k == -ENOENT) /* pipe, socket, anon inode: no path */
 		return 0;
 	if (k < 0)
@@ -283,6 +326,8 @@ static int resolve_path_once(const struct resolve_ctx *ctx, int dirfd, const cha
 		base = proc_open_dirfd(ctx->tid, dirfd, 0);
 		if (base < 0)
 			return base;
+		if ((k = reopen_own(ctx, &base)) < 0)
+			return k;
 	}
 
 	for (int hop = 0;; hop++) {
@@ -344,7 +389,7 @@ static int resolve_path_once(const struct resolve_ctx *ctx, int dirfd, const cha
 			break;
 
 		if (fd_on_procfs(ret->parent_fd))
-			return resolve_magic(ret);
+			return resolve_magic(ctx, ret);
 		if (hop >= MAX_SYMLINK_HOPS)
 			return -ELOOP;
 
@@ -390,8 +435,13 @@ int resolve_target_fd(const struct resolve_ctx *ctx, int fd, struct resolved *re
 		return -ESRCH;
 	if (fstat(ofd, &ret->st) < 0)
 		return negative_errno();
+	int k;
+	if ((S_ISREG(ret->st.st_mode) || S_ISDIR(ret->st.st_mode)) &&
+	    (k = reopen_own(ctx, &ret->obj_fd)) < 0)
+		return k;
+	ofd = ret->obj_fd;
 	ret->exists = true;
-	int k = resolve_fd_real_path(ofd, &ret->real);
+	k = resolve_fd_real_path(ofd, &ret->real);
 	if (k == -ENOENT)
 		return 0;
 	if (k < 0)

@@ -41,6 +41,9 @@ struct resolve_ctx {
 	/* The notification the target is stopped in (NULL: the socket door, no target): a
 	 * resolution that went through /proc/TID is valid only if this still is once it is done. */
 	const struct notif_ref *notif;
+	/* The target sees read-only copies of our mounts (sandbox.readOnlyMounts): what is taken
+	 * from it (its cwd, a dirfd, a magic link's object) is reopened on ours by its path. */
+	bool foreign_mounts;
 };
 
 /*

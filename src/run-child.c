@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The sandboxed child of a run: it narrows itself step by step (no_new_privs, capabilities,
- * Landlock, the seccomp filter), hands the filter's listener to the parent and executes the
- * command. A failure before the exec is reported to the parent with the step that failed.
+ * The sandboxed child of a run: it narrows itself step by step (read-only mounts, no_new_privs,
+ * capabilities, Landlock, the seccomp filter), hands the filter's listener to the parent and
+ * executes the command. A failure before the exec is reported to the parent with the step that
+ * failed.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,7 +22,7 @@
 #include "run-internal.h"
 #include "sandbox.h"
 
-enum child_stage { STAGE_CAPS = 1, STAGE_LANDLOCK, STAGE_SECCOMP, STAGE_SEND };
+enum child_stage { STAGE_MOUNTS = 1, STAGE_CAPS, STAGE_LANDLOCK, STAGE_SECCOMP, STAGE_SEND };
 
 /*
  * The filter notifies sendmsg, and nobody answers before the parent has the listener: the child
@@ -74,18 +75,21 @@ static int recv_listener(int sock, pid_t child)
 }
 
 _noreturn_ static void child_main(const struct run_options *o, int sock,
-				  const struct sandbox_landlock *ll, const struct sock_fprog *prog,
-				  bool wait_killable, const sigset_t *oldmask)
+				  const struct run_child_sandbox *sb)
 {
+	const struct sandbox_landlock *ll = sb->landlock;
 	/* Default signal dispositions and the caller's mask for the command. */
 	for (int sig = 1; sig < NSIG; sig++)
 		if (sig != SIGKILL && sig != SIGSTOP)
 			signal(sig, SIG_DFL);
-	sigprocmask(SIG_SETMASK, oldmask, NULL);
+	sigprocmask(SIG_SETMASK, sb->oldmask, NULL);
 	/* If the supervisor dies, the command dies with it (its grandchildren fail closed). */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 
-	int r, stage = STAGE_CAPS;
+	int r, stage = STAGE_MOUNTS;
+	if (sb->ro_mounts_scratch && (r = sandbox_read_only_mounts(sb->ro_mounts_scratch)) < 0)
+		goto fail;
+	stage = STAGE_CAPS;
 	/* no_new_privs first: Landlock needs it once CAP_SYS_ADMIN is gone. */
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
 		r = negative_errno();
@@ -100,7 +104,7 @@ _noreturn_ static void child_main(const struct run_options *o, int sock,
 		close(ll->ruleset_fd);
 	}
 	stage = STAGE_SECCOMP;
-	int listener = sandbox_install_filter(prog, wait_killable);
+	int listener = sandbox_install_filter(sb->prog, sb->wait_killable);
 	if (listener < 0) {
 		r = listener;
 		goto fail;
@@ -123,6 +127,7 @@ fail:
 }
 
 static const char *const stage_table[] = {
+    [STAGE_MOUNTS] = "make the read-only mount namespace (sandbox.readOnlyMounts)",
     [STAGE_CAPS] = "drop capabilities",
     [STAGE_LANDLOCK] = "enforce the Landlock ruleset",
     [STAGE_SECCOMP] = "install the seccomp filter",
@@ -147,7 +152,7 @@ int run_child_start(const struct run_options *o, const struct run_child_sandbox 
 	if (pid == 0) {
 		close(sock[0]);
 		safe_close(close_in_child);
-		child_main(o, sock[1], sb->landlock, sb->prog, sb->wait_killable, sb->oldmask);
+		child_main(o, sock[1], sb);
 	}
 	close(sock[1]);
 	*ret_pid = pid;

@@ -17,7 +17,8 @@ struct run_child_sandbox {
 	const struct sandbox_landlock *landlock; /* NULL: no Landlock (--degraded) */
 	const struct sock_fprog *prog;		 /* the seccomp filter */
 	bool wait_killable;
-	const sigset_t *oldmask; /* the signal mask the command gets */
+	const char *ro_mounts_scratch; /* non-NULL: read-only mounts but this scratch dir */
+	const sigset_t *oldmask;       /* the signal mask the command gets */
 };
 
 /*

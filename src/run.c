@@ -268,7 +268,8 @@ struct run_ctx {
 	const char *home;
 	const char *msg;
 	struct sandbox_features feat;
-	bool landlock; /* false only in --degraded mode on a kernel without it */
+	bool landlock;	/* false only in --degraded mode on a kernel without it */
+	bool ro_mounts; /* sandbox.readOnlyMounts in effect (sandbox.h) */
 	struct settings *settings;
 	struct policy *policy;
 	struct store *store;
@@ -648,7 +649,14 @@ static int setup_sandbox(struct run_ctx *c)
 					       failed ? "\"" : "");
 	}
 	phase("Landlock ruleset");
-	if ((r = sandbox_build_filter(&c->prog, c->net->mode != SETTINGS_NET_ALLOW)) < 0)
+	const char *pretend = getenv("BROKERED_PRETEND_MISSING");
+	/* Without Landlock the command could reach our mounts through /proc/PID/root; a rule that
+	 * tells metadata from writes needs to see fchmod & co. on the files it may write. */
+	c->ro_mounts = c->settings->read_only_mounts && c->landlock &&
+		       policy_metadata_follows_write(c->policy) && sandbox_can_make_mount_ns() &&
+		       !(pretend && strstr(pretend, "mountns"));
+	if ((r = sandbox_build_filter(&c->prog, c->net->mode != SETTINGS_NET_ALLOW, c->ro_mounts)) <
+	    0)
 		return log_error_errno(r, "Failed to build the seccomp filter: %m");
 	phase("seccomp filter");
 	if (c->net->mode == SETTINGS_NET_PROXY && (r = start_proxy(c)) < 0)
@@ -720,6 +728,7 @@ static int attempt_open_broker(struct run_ctx *c, const char *msg, struct attemp
 	    .backup_enabled = c->settings->backup_enabled,
 	    .kernel_enforces = c->landlock,
 	    .allow_setid = c->settings->allow_setid,
+	    .foreign_mounts = c->ro_mounts,
 	    .net = c->net,
 	};
 	if ((r = broker_new(&bc, c->audit, a->turn, &a->broker)) < 0)
@@ -824,6 +833,7 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 	    .landlock = c->landlock ? &c->ll : NULL,
 	    .prog = &c->prog,
 	    .wait_killable = c->feat.wait_killable,
+	    .ro_mounts_scratch = c->ro_mounts ? c->scratch : NULL,
 	    .oldmask = &oldmask,
 	};
 	rs.listener = run_child_start(c->o, &sb, sfd, &rs.child);

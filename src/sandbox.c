@@ -9,8 +9,10 @@
 #include <seccomp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <stddef.h>
 #include <sys/socket.h>
@@ -270,7 +272,7 @@ static int notify_masked(scmp_filter_ctx ctx, int nr, int argno, uint64_t mask)
 
 /* Every syscall of the table (syscall-table.h) that this architecture has, under its row's
  * condition: the decoder reads the same rows. */
-static int build_notify_rules(scmp_filter_ctx ctx)
+static int build_notify_rules(scmp_filter_ctx ctx, bool ro_mounts)
 {
 	for (size_t i = 0; i < syscall_table_size; i++) {
 		const struct syscall_row *row = &syscall_table[i];
@@ -280,6 +282,28 @@ static int build_notify_rules(scmp_filter_ctx ctx)
 		switch (row->notify) {
 		case SYSCALL_NOTIFY_ALWAYS:
 			r = notify(ctx, nr);
+			break;
+		case SYSCALL_NOTIFY_UNLESS_RO: {
+			/* fchmod to a set-ID mode still goes to the broker (sandbox.allowSetid). */
+			int perm = syscall_row_arg(row, SYSCALL_ARG_PERM);
+			r = !ro_mounts	? notify(ctx, nr)
+			    : perm >= 0 ? notify_masked(ctx, nr, perm, S_ISUID | S_ISGID)
+					: 0;
+			break;
+		}
+		case SYSCALL_NOTIFY_PATH_UNLESS_RO: {
+			struct scmp_arg_cmp c = {
+			    .arg = (unsigned)syscall_row_arg(row, SYSCALL_ARG_PATH_OR_FD),
+			    .op = SCMP_CMP_NE,
+			    .datum_a = 0};
+			r = ro_mounts ? rule(ctx, SCMP_ACT_NOTIFY, nr, 1, &c) : notify(ctx, nr);
+			break;
+		}
+		case SYSCALL_NOTIFY_RO_WRITE_ACCESS:
+			r = ro_mounts
+				? notify_masked(ctx, nr,
+						syscall_row_arg(row, SYSCALL_ARG_ACCESS_MODE), W_OK)
+				: 0;
 			break;
 		case SYSCALL_NOTIFY_WRITE_FLAGS:
 			/* Read-only opens stay in the kernel. */
@@ -351,12 +375,12 @@ static int build_socket_rules(scmp_filter_ctx ctx, bool restrict_ip)
 	return 0;
 }
 
-static int build_rules(scmp_filter_ctx ctx, bool restrict_ip)
+static int build_rules(scmp_filter_ctx ctx, bool restrict_ip, bool ro_mounts)
 {
 	int r = 0;
 	if ((r = build_socket_rules(ctx, restrict_ip)) < 0)
 		return r;
-	if ((r = build_notify_rules(ctx)) < 0)
+	if ((r = build_notify_rules(ctx, ro_mounts)) < 0)
 		return r;
 
 	/* Refused: would bypass seccomp (io_uring), change the file system view, or reach files
@@ -415,7 +439,7 @@ static int build_rules(scmp_filter_ctx ctx, bool restrict_ip)
 	return 0;
 }
 
-int sandbox_build_filter(struct sock_fprog *prog, bool restrict_ip)
+int sandbox_build_filter(struct sock_fprog *prog, bool restrict_ip, bool ro_mounts)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	if (!ctx)
@@ -426,7 +450,7 @@ int sandbox_build_filter(struct sock_fprog *prog, bool restrict_ip)
 	    (r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0)) < 0 ||
 	    (r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0)
 		goto out;
-	if ((r = build_rules(ctx, restrict_ip)) < 0)
+	if ((r = build_rules(ctx, restrict_ip, ro_mounts)) < 0)
 		goto out;
 	int mfd = memfd_create("brokered-bpf", MFD_CLOEXEC);
 	if (mfd < 0) {
@@ -470,6 +494,34 @@ int sandbox_install_filter(const struct sock_fprog *prog, bool wait_killable)
 	if (fd < 0)
 		return negative_errno();
 	return (int)fd;
+}
+
+bool sandbox_can_make_mount_ns(void)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2];
+	if (syscall(SYS_capget, &h, d) < 0)
+		return false;
+	return d[CAP_SYS_ADMIN / 32].effective & (1u << (CAP_SYS_ADMIN % 32));
+}
+
+int sandbox_read_only_mounts(const char *scratch_dir)
+{
+	if (unshare(CLONE_NEWNS) < 0)
+		return negative_errno();
+	/* Nothing done here reaches the parent's namespace; its new mounts still show up here. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+		return negative_errno();
+	/* The scratch dir on itself: a mount of its own, writable again below. */
+	if (mount(scratch_dir, scratch_dir, NULL, MS_BIND, NULL) < 0)
+		return negative_errno();
+	struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
+	if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof ro) < 0)
+		return negative_errno();
+	struct mount_attr rw = {.attr_clr = MOUNT_ATTR_RDONLY};
+	if (syscall(SYS_mount_setattr, AT_FDCWD, scratch_dir, 0, &rw, sizeof rw) < 0)
+		return negative_errno();
+	return 0;
 }
 
 int sandbox_drop_dangerous_caps(void)

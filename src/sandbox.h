@@ -52,8 +52,21 @@ int sandbox_landlock_apply(const struct sandbox_landlock *ll);
 
 /* The BPF program (malloc'd filter array in prog->filter). restrict_ip: network mode deny or
  * proxy (raw IP sockets and non-IP network families refused at socket()). */
-int sandbox_build_filter(struct sock_fprog *prog, bool restrict_ip);
+int sandbox_build_filter(struct sock_fprog *prog, bool restrict_ip, bool ro_mounts);
 /* In the child: no_new_privs + load the filter with a new listener; returns the listener fd. */
 int sandbox_install_filter(const struct sock_fprog *prog, bool wait_killable);
 /* In the child: drop capabilities a root-run command could use to get around the broker. */
 int sandbox_drop_dangerous_caps(void);
+
+/*
+ * Read-only mounts (sandbox.readOnlyMounts). With ro_mounts, sandbox_build_filter() leaves
+ * fchmod, fchown, futimens, fsetxattr and fremovexattr to the kernel, and notifies access() for
+ * writing instead. The command must then run in a private mount namespace where every mount is
+ * read-only but its scratch dir: the files the broker opens for it come from the broker's own
+ * (writable) mounts, so those calls work on them, and the kernel refuses them with EROFS on every
+ * file the command opened itself, which the broker never saw. Making the namespace takes
+ * CAP_SYS_ADMIN (root, outside a container that took it away).
+ */
+bool sandbox_can_make_mount_ns(void);
+/* In the child, before its capabilities are dropped. */
+int sandbox_read_only_mounts(const char *scratch_dir);

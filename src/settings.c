@@ -32,6 +32,7 @@ enum {
 	SET_GIT_EXEC_CONFIG = 1u << 8,
 	SET_NET_MODE = 1u << 9,
 	SET_NET_LOCALHOST = 1u << 10,
+	SET_READ_ONLY_MOUNTS = 1u << 11,
 };
 
 /* One file being loaded: its values go into a scratch struct settings, merged on success. */
@@ -499,6 +500,8 @@ static int apply_leaf(struct loader *l, const char *key, const struct json_value
 		return apply_bool(l, key, v, SET_SYNC, &s->backup_sync);
 	if (strcmp(key, "sandbox.allowSetid") == 0)
 		return apply_bool(l, key, v, SET_ALLOW_SETID, &s->allow_setid);
+	if (strcmp(key, "sandbox.readOnlyMounts") == 0)
+		return apply_bool(l, key, v, SET_READ_ONLY_MOUNTS, &s->read_only_mounts);
 	if (strcmp(key, "sandbox.git.allowHooks") == 0)
 		return apply_bool(l, key, v, SET_GIT_HOOKS, &s->git_allow_hooks);
 	if (strcmp(key, "sandbox.git.allowExecConfig") == 0)
@@ -593,6 +596,7 @@ static const struct {
     SCALAR(SET_GIT_EXEC_CONFIG, git_allow_exec_config),
     SCALAR(SET_NET_MODE, net_mode),
     SCALAR(SET_NET_LOCALHOST, net_allow_localhost),
+    SCALAR(SET_READ_ONLY_MOUNTS, read_only_mounts),
 };
 
 /* Move the lists of src onto the end of dst's, and the scalars src's file set; no failure after

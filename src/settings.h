@@ -17,14 +17,23 @@
  *                                   rounded down (then clamped).
  *   sandbox.fileBackup.denyOversize bool, default false (ours: deny changes to files over the size)
  *   sandbox.fileBackup.sync         bool, default true: each pre-image reaches stable storage
- * before its change (false: faster, a power loss can lose the newest) sandbox.allowSetid bool,
- * default false: files may get set-user-ID/set-group-ID bits (ours: refused by chmod, dropped at
- * creation, otherwise) sandbox.deleteMode              "unlink" (default) or "trash": intercepted
- * deletes go to the freedesktop.org trash (ours) sandbox.git.allowHooks          bool, default
- * false: hooks written inside need no approval sandbox.git.allowExecConfig     bool, default false:
- * git config keys that name programs need no approval (git-guard.h) sandbox.fileSafety.allowlist
- * [pattern]: {path, write+delete+metadata, allow} sandbox.fileSafety.blocklist    [pattern]: {path,
- * all, deny} sandbox.fileSafety.rules        [{"path": pattern, "access": "all" | name | [names],
+ *                                   before its change (false: faster, a power loss can lose the
+ *                                   newest)
+ *   sandbox.allowSetid              bool, default false: files may get set-user-ID/set-group-ID
+ *                                   bits (ours: refused by chmod, dropped at creation, otherwise)
+ *   sandbox.readOnlyMounts          bool, default false (ours): where brokered may make a mount
+ *                                   namespace (root), the command sees every mount read-only but
+ *                                   its scratch dir, and the files the broker opens for it stay
+ *                                   writable, so their fchmod & co. need no notification (faster;
+ *                                   on a file the command opened itself they fail with EROFS)
+ *   sandbox.deleteMode              "unlink" (default) or "trash": intercepted deletes go to the
+ *                                   freedesktop.org trash (ours)
+ *   sandbox.git.allowHooks          bool, default false: hooks written inside need no approval
+ *   sandbox.git.allowExecConfig     bool, default false: git config keys that name programs need
+ *                                   no approval (git-guard.h)
+ *   sandbox.fileSafety.allowlist    [pattern]: {path, write+delete+metadata, allow}
+ *   sandbox.fileSafety.blocklist    [pattern]: {path, all, deny}
+ *   sandbox.fileSafety.rules        [{"path": pattern, "access": "all" | name | [names],
  *                                     "decision": "allow" | "deny" | "prompt"}]
  *                                   access names: read, write, delete, metadata; default "all"
  *   sandbox.network.mode            "allow" (default), "deny" (no IP traffic) or "proxy" (only
@@ -87,6 +96,7 @@ struct settings {
 	bool delete_to_trash;	    /* sandbox.deleteMode: "trash" */
 	bool backup_sync;	    /* sandbox.fileBackup.sync, default true */
 	bool allow_setid;	    /* sandbox.allowSetid, default false */
+	bool read_only_mounts;	    /* sandbox.readOnlyMounts, default false */
 	bool git_allow_hooks;	    /* sandbox.git.allowHooks, default false */
 	bool git_allow_exec_config; /* sandbox.git.allowExecConfig, default false */
 	enum settings_net_mode net_mode;

@@ -140,7 +140,7 @@ void supervisor_free(struct supervisor *s)
  * leaves nothing to race. Magic links are not followed (they would be the supervisor's).
  * CHROOT_NOOP or -EPERM.
  */
-#define CHROOT_NOOP 3 /* past the SYSCALL_DECODE_* values */
+#define CHROOT_NOOP (SYSCALL_DECODE_ACCESS + 1) /* past the SYSCALL_DECODE_* values */
 static int decide_chroot(pid_t tid, const char *path)
 {
 	uint64_t caps;
@@ -153,13 +153,20 @@ static int decide_chroot(pid_t tid, const char *path)
 			       .resolve = RESOLVE_NO_MAGICLINKS};
 	_cleanup_close_ int fd =
 	    (int)syscall(SYS_openat2, base < 0 ? AT_FDCWD : base, path, &how, sizeof how);
-	struct statx dir, root;
-	if (fd < 0 || statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID, &dir) < 0 ||
-	    statx(AT_FDCWD, "/", 0, STATX_INO | STATX_MNT_ID, &root) < 0 ||
-	    !(dir.stx_mask & root.stx_mask & STATX_MNT_ID))
+	/* Our root or the target's: with read-only mounts they are different mounts of the same
+	 * directory, and a relative path starts on the target's. */
+	char root_path[64];
+	snprintf(root_path, sizeof root_path, "/proc/%d/root", (int)tid);
+	struct statx dir, own, its;
+	unsigned mask = STATX_INO | STATX_MNT_ID;
+	if (fd < 0 || statx(fd, "", AT_EMPTY_PATH, mask, &dir) < 0 ||
+	    statx(AT_FDCWD, "/", 0, mask, &own) < 0 ||
+	    statx(AT_FDCWD, root_path, 0, mask, &its) < 0 ||
+	    !(dir.stx_mask & own.stx_mask & its.stx_mask & STATX_MNT_ID))
 		return -EPERM;
-	bool same = dir.stx_ino == root.stx_ino && dir.stx_dev_major == root.stx_dev_major &&
-		    dir.stx_dev_minor == root.stx_dev_minor && dir.stx_mnt_id == root.stx_mnt_id;
+	bool same = dir.stx_ino == own.stx_ino && dir.stx_dev_major == own.stx_dev_major &&
+		    dir.stx_dev_minor == own.stx_dev_minor &&
+		    (dir.stx_mnt_id == own.stx_mnt_id || dir.stx_mnt_id == its.stx_mnt_id);
 	return same ? CHROOT_NOOP : -EPERM;
 }
 
@@ -345,6 +352,11 @@ static int handle(struct supervisor *s, uint64_t id, pid_t tid, const struct sec
 	q.notif = &nref;
 	if (r == SYSCALL_DECODE_CONTINUE) {
 		respond(s, id, 0, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE);
+		return 0;
+	}
+	if (r == SYSCALL_DECODE_ACCESS) {
+		r = broker_access(s->broker, &q);
+		respond(s, id, 0, r < 0 ? r : 0, 0);
 		return 0;
 	}
 	if (r == CHROOT_NOOP) {

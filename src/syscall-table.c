@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <unistd.h>
 #include <utime.h>
 
 #include "basic/kernel-compat.h"
@@ -69,39 +70,49 @@ const struct syscall_row syscall_table[] = {
     {ROW(symlink, 88, -1, BROKER_OP_SYMLINK), ARGS(LINK_TARGET, PATH2)},
     {ROW(symlinkat, 266, 36, BROKER_OP_SYMLINK), ARGS(LINK_TARGET, DIRFD2, PATH2)},
     {ROW(chmod, 90, -1, BROKER_OP_CHMOD), ARGS(PATH, PERM)},
-    {ROW(fchmod, 91, 52, BROKER_OP_CHMOD), ARGS(FD, PERM)},
+    {ROW(fchmod, 91, 52, BROKER_OP_CHMOD), ARGS(FD, PERM), .notify = SYSCALL_NOTIFY_UNLESS_RO},
     {ROW(fchmodat, 268, 53, BROKER_OP_CHMOD), ARGS(DIRFD, PATH_OR_EMPTY, PERM)},
     {ROW(fchmodat2, 452, 452, BROKER_OP_CHMOD), ARGS(DIRFD, PATH_OR_EMPTY, PERM, FLAGS),
      .valid_flags = AT_PATH_FLAGS},
     {ROW(chown, 92, -1, BROKER_OP_CHOWN), ARGS(PATH, UID, GID)},
     {ROW(lchown, 94, -1, BROKER_OP_CHOWN), ARGS(PATH, UID, GID),
      .fixed_flags = AT_SYMLINK_NOFOLLOW},
-    {ROW(fchown, 93, 55, BROKER_OP_CHOWN), ARGS(FD, UID, GID)},
+    {ROW(fchown, 93, 55, BROKER_OP_CHOWN), ARGS(FD, UID, GID), .notify = SYSCALL_NOTIFY_UNLESS_RO},
     {ROW(fchownat, 260, 54, BROKER_OP_CHOWN), ARGS(DIRFD, PATH, UID, GID, FLAGS),
      .valid_flags = AT_PATH_FLAGS},
     {ROW(utime, 132, -1, BROKER_OP_UTIMES), ARGS(PATH, UTIMBUF)},
     {ROW(utimes, 235, -1, BROKER_OP_UTIMES), ARGS(PATH, TIMEVAL2)},
-    {ROW(futimesat, 261, -1, BROKER_OP_UTIMES), ARGS(DIRFD, PATH_OR_FD, TIMEVAL2)},
+    {ROW(futimesat, 261, -1, BROKER_OP_UTIMES), ARGS(DIRFD, PATH_OR_FD, TIMEVAL2),
+     .notify = SYSCALL_NOTIFY_PATH_UNLESS_RO},
     {ROW(utimensat, 280, 88, BROKER_OP_UTIMES), ARGS(DIRFD, PATH_OR_FD, TIMESPEC2, FLAGS),
-     .valid_flags = AT_PATH_FLAGS},
+     .valid_flags = AT_PATH_FLAGS, .notify = SYSCALL_NOTIFY_PATH_UNLESS_RO},
     {ROW(setxattr, 188, 5, BROKER_OP_SETXATTR),
      ARGS(PATH, XATTR_NAME, XATTR_VALUE, XATTR_SIZE, XATTR_FLAGS)},
     {ROW(lsetxattr, 189, 6, BROKER_OP_SETXATTR),
      ARGS(PATH, XATTR_NAME, XATTR_VALUE, XATTR_SIZE, XATTR_FLAGS),
      .fixed_flags = AT_SYMLINK_NOFOLLOW},
     {ROW(fsetxattr, 190, 7, BROKER_OP_SETXATTR),
-     ARGS(FD, XATTR_NAME, XATTR_VALUE, XATTR_SIZE, XATTR_FLAGS)},
+     ARGS(FD, XATTR_NAME, XATTR_VALUE, XATTR_SIZE, XATTR_FLAGS),
+     .notify = SYSCALL_NOTIFY_UNLESS_RO},
     {ROW(setxattrat, 463, 463, BROKER_OP_SETXATTR),
      ARGS(DIRFD, PATH, FLAGS, XATTR_NAME, XATTR_ARGS, XATTR_ARGS_SIZE),
      .valid_flags = AT_PATH_FLAGS},
     {ROW(removexattr, 197, 14, BROKER_OP_REMOVEXATTR), ARGS(PATH, XATTR_NAME)},
     {ROW(lremovexattr, 198, 15, BROKER_OP_REMOVEXATTR), ARGS(PATH, XATTR_NAME),
      .fixed_flags = AT_SYMLINK_NOFOLLOW},
-    {ROW(fremovexattr, 199, 16, BROKER_OP_REMOVEXATTR), ARGS(FD, XATTR_NAME)},
+    {ROW(fremovexattr, 199, 16, BROKER_OP_REMOVEXATTR), ARGS(FD, XATTR_NAME),
+     .notify = SYSCALL_NOTIFY_UNLESS_RO},
     {ROW(removexattrat, 466, 466, BROKER_OP_REMOVEXATTR), ARGS(DIRFD, PATH, FLAGS, XATTR_NAME),
      .valid_flags = AT_PATH_FLAGS},
     /* refused, except chroot("/") by a task that may chroot: see the supervisor */
     {ROW(chroot, 161, 51, SYSCALL_OP_CHROOT), ARGS(PATH)},
+    /* with read-only mounts, a write access check: the supervisor answers it */
+    {ROW(access, 21, -1, SYSCALL_OP_ACCESS), ARGS(PATH, ACCESS_MODE),
+     .notify = SYSCALL_NOTIFY_RO_WRITE_ACCESS},
+    {ROW(faccessat, 269, 48, SYSCALL_OP_ACCESS), ARGS(DIRFD, PATH, ACCESS_MODE),
+     .notify = SYSCALL_NOTIFY_RO_WRITE_ACCESS},
+    {ROW(faccessat2, 439, 439, SYSCALL_OP_ACCESS), ARGS(DIRFD, PATH_OR_EMPTY, ACCESS_MODE, FLAGS),
+     .valid_flags = AT_EACCESS | AT_PATH_FLAGS, .notify = SYSCALL_NOTIFY_RO_WRITE_ACCESS},
     /* sockets (DESIGN section 12): the address is in memory, the broker decides on it */
     {ROW(connect, 42, 203, BROKER_OP_CONNECT), ARGS(FD, SOCKADDR, SOCKLEN)},
     {ROW(bind, 49, 200, BROKER_OP_BIND), ARGS(FD, SOCKADDR, SOCKLEN)},
@@ -199,6 +210,9 @@ static void decode_scalars(struct decoding *d)
 		case SYSCALL_ARG_PERM:
 			q->mode = (mode_t)v & 07777;
 			break;
+		case SYSCALL_ARG_ACCESS_MODE:
+			q->mode = (mode_t)v;
+			break;
 		case SYSCALL_ARG_DEV:
 			q->dev = (dev_t)v;
 			break;
@@ -242,6 +256,8 @@ static int check_flags(const struct decoding *d)
 {
 	uint64_t f = d->q->flags;
 	if (has(d, SYSCALL_ARG_FLAGS) && (f & ~d->row->valid_flags))
+		return -EINVAL;
+	if (has(d, SYSCALL_ARG_ACCESS_MODE) && (d->q->mode & ~(mode_t)(R_OK | W_OK | X_OK)))
 		return -EINVAL;
 	if (d->row->op == BROKER_OP_RENAME &&
 	    (((f & RENAME_NOREPLACE) && (f & (RENAME_EXCHANGE | RENAME_WHITEOUT))) ||
@@ -476,5 +492,7 @@ int syscall_decode(struct syscall_buffers *b, const struct seccomp_data *data, p
 	for (size_t i = 0; i < ELEMENTSOF(row->args); i++)
 		if ((r = read_pointer(&d, row->args[i], d.a[i])) < 0)
 			return r;
+	if (row->op == SYSCALL_OP_ACCESS)
+		return SYSCALL_DECODE_ACCESS;
 	return row->op == SYSCALL_OP_CHROOT ? SYSCALL_DECODE_CHROOT : 0;
 }

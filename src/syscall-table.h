@@ -54,6 +54,7 @@ enum syscall_arg {
 	SYSCALL_ARG_MSGHDR, /* sendmsg: struct msghdr *; sendmmsg: the first struct mmsghdr */
 	SYSCALL_ARG_VLEN,   /* sendmmsg: how many messages (0: nothing is sent) */
 	SYSCALL_ARG_MSG_FLAGS,
+	SYSCALL_ARG_ACCESS_MODE, /* access: R_OK | W_OK | X_OK, or F_OK */
 	_SYSCALL_ARG_MAX,
 };
 
@@ -62,10 +63,19 @@ enum syscall_notify {
 	SYSCALL_NOTIFY_ALWAYS,
 	SYSCALL_NOTIFY_WRITE_FLAGS, /* OPEN_FLAGS has a bit that writes, creates or truncates */
 	SYSCALL_NOTIFY_SOCKADDR,    /* SOCKADDR is not NULL (sendto on a connected socket is not) */
+	/* With read-only mounts (sandbox.readOnlyMounts) the kernel refuses these on every file the
+	 * command opened itself, and the files the broker opened for it were backed up when they
+	 * were opened: */
+	SYSCALL_NOTIFY_UNLESS_RO,      /* fchmod & co.: not notified (fchmod to set-ID bits is) */
+	SYSCALL_NOTIFY_PATH_UNLESS_RO, /* utimensat: notified only with a path (NULL: the fd) */
+	/* ... and a read-only mount would answer EROFS to access(W_OK): the broker answers it as
+	 * the file's own mount would. Not notified without read-only mounts. */
+	SYSCALL_NOTIFY_RO_WRITE_ACCESS, /* ACCESS_MODE has W_OK */
 };
 
-/* Not a broker operation: chroot("/") is answered by the supervisor itself. */
+/* Not broker operations: chroot("/") and access() are answered by the supervisor itself. */
 #define SYSCALL_OP_CHROOT _BROKER_OP_MAX
+#define SYSCALL_OP_ACCESS (_BROKER_OP_MAX + 1)
 
 /* Open flags that write, create or truncate (O_TMPFILE: the bit of its own, not O_DIRECTORY). */
 #define SYSCALL_OPEN_WRITE_FLAGS (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | 020000000)
@@ -73,7 +83,7 @@ enum syscall_notify {
 struct syscall_row {
 	const char *name;
 	int nr_x86_64, nr_aarch64; /* -1: the architecture has no such syscall */
-	enum broker_op op;	   /* or SYSCALL_OP_CHROOT */
+	enum broker_op op;	   /* or SYSCALL_OP_CHROOT, SYSCALL_OP_ACCESS */
 	enum syscall_notify notify;
 	enum syscall_arg args[6];
 	uint64_t valid_flags; /* FLAGS may hold only these: EINVAL otherwise */
@@ -109,6 +119,7 @@ enum {
 	SYSCALL_DECODE_CONTINUE =
 	    1,			   /* let the kernel run it unchanged (a read-only openat2, ...) */
 	SYSCALL_DECODE_CHROOT = 2, /* chroot: q->path is set, the supervisor decides */
+	SYSCALL_DECODE_ACCESS = 3, /* access: q->path or q->dirfd, q->mode, q->flags */
 };
 /*
  * Decode a notification of thread tid into a broker request whose pointers point into b.

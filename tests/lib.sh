@@ -27,9 +27,14 @@ mkdir -p "$XDG_STATE_HOME" "$XDG_CONFIG_HOME"
 # observed without a power loss, and the flushes of many parallel scripts on one disk dominate
 # the run time. The store's own scripts (t03*) and unit tests keep the durable path
 # (BROKERED_TEST_DURABLE=1 before sourcing this file).
-if [ -z "${BROKERED_TEST_DURABLE:-}" ]; then
+# BROKERED_TEST_READ_ONLY_MOUNTS=1: the script runs with sandbox.readOnlyMounts (tests/run.sh runs
+# some scripts again that way as root).
+_settings=
+[ -z "${BROKERED_TEST_DURABLE:-}" ] && _settings='"fileBackup": {"sync": false}'
+[ -n "${BROKERED_TEST_READ_ONLY_MOUNTS:-}" ] && _settings="${_settings:+$_settings, }\"readOnlyMounts\": true"
+if [ -n "$_settings" ]; then
 	mkdir -p "$XDG_CONFIG_HOME/brokered"
-	echo '{"sandbox": {"fileBackup": {"sync": false}}}' >"$XDG_CONFIG_HOME/brokered/settings.json"
+	echo "{\"sandbox\": {$_settings}}" >"$XDG_CONFIG_HOME/brokered/settings.json"
 fi
 WS="$TEST_DIR/ws"
 mkdir -p "$WS"

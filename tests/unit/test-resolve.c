@@ -68,7 +68,7 @@ static void setup(void)
 		abort();
 	if (chdir(at("a")) < 0)
 		abort();
-	ctx = (struct resolve_ctx){gettid(), open("/", O_PATH | O_CLOEXEC), NULL};
+	ctx = (struct resolve_ctx){gettid(), open("/", O_PATH | O_CLOEXEC), NULL, false};
 }
 
 static void plain(void)

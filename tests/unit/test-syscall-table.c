@@ -90,8 +90,19 @@ static void shapes(void)
 		if (row->notify == SYSCALL_NOTIFY_SOCKADDR)
 			ok(syscall_row_arg(row, SYSCALL_ARG_SOCKADDR) >= 0,
 			   "%s: notified on an address it has", row->name);
-		ok(row->op <= SYSCALL_OP_CHROOT && row->name && *row->name, "%s: op and name",
+		ok(row->op <= SYSCALL_OP_ACCESS && row->name && *row->name, "%s: op and name",
 		   row->name);
+		if (row->notify == SYSCALL_NOTIFY_PATH_UNLESS_RO)
+			ok(syscall_row_arg(row, SYSCALL_ARG_PATH_OR_FD) >= 0,
+			   "%s: notified on a path it has", row->name);
+		if (row->notify == SYSCALL_NOTIFY_RO_WRITE_ACCESS)
+			ok(syscall_row_arg(row, SYSCALL_ARG_ACCESS_MODE) >= 0,
+			   "%s: notified on an access mode it has", row->name);
+		if (row->notify == SYSCALL_NOTIFY_UNLESS_RO)
+			ok(syscall_row_arg(row, SYSCALL_ARG_FD) == 0 &&
+			       row->op >= BROKER_OP_CHMOD && row->op <= BROKER_OP_REMOVEXATTR,
+			   "%s: only a metadata call on an fd is left to read-only mounts",
+			   row->name);
 	}
 }
 
@@ -208,13 +219,30 @@ static bool notifies(uint32_t action)
 	return (action & SECCOMP_RET_ACTION_FULL) == SECCOMP_RET_USER_NOTIF;
 }
 
-static void filter(bool restrict_ip)
+/* Is row notified with every argument set (any condition holds), and with all zero? */
+static bool notified_all(const struct syscall_row *row, bool ro)
+{
+	bool setid_only = row && syscall_row_arg(row, SYSCALL_ARG_PERM) >= 0; /* fchmod */
+	return row && !(ro && row->notify == SYSCALL_NOTIFY_UNLESS_RO && !setid_only) &&
+	       !(!ro && row->notify == SYSCALL_NOTIFY_RO_WRITE_ACCESS);
+}
+
+static bool notified_none(const struct syscall_row *row, bool ro)
+{
+	return row && (row->notify == SYSCALL_NOTIFY_ALWAYS ||
+		       (!ro && (row->notify == SYSCALL_NOTIFY_UNLESS_RO ||
+				row->notify == SYSCALL_NOTIFY_PATH_UNLESS_RO)));
+}
+
+static void filter(bool restrict_ip, bool ro)
 {
 	struct sock_fprog prog = {0};
-	int r = sandbox_build_filter(&prog, restrict_ip);
-	if (!ok(r == 0, "filter (restrict_ip=%d) built", restrict_ip))
+	int r = sandbox_build_filter(&prog, restrict_ip, ro);
+	if (!ok(r == 0, "filter (restrict_ip=%d, ro_mounts=%d) built", restrict_ip, ro))
 		return;
-	const char *mode = restrict_ip ? "restricted" : "open";
+	char mode[64];
+	snprintf(mode, sizeof mode, "%s%s", restrict_ip ? "restricted" : "open",
+		 ro ? ", read-only mounts" : "");
 	/* Every number: notified with all arguments set (any condition holds) iff a row has it;
 	 * with all arguments zero (no write flag, no address) iff its row notifies always. */
 	int mismatches = 0, bad = 0;
@@ -222,8 +250,8 @@ static void filter(bool restrict_ip)
 		const struct syscall_row *row = syscall_table_find(nr);
 		uint32_t all = run(&prog, nr, ~UINT64_C(0), -1, 0), none = run(&prog, nr, 0, -1, 0);
 		bad += all == RUN_BAD || none == RUN_BAD;
-		if (notifies(all) != (row != NULL) ||
-		    notifies(none) != (row && row->notify == SYSCALL_NOTIFY_ALWAYS)) {
+		if (notifies(all) != notified_all(row, ro) ||
+		    notifies(none) != notified_none(row, ro)) {
 			mismatches++;
 			printf("# %s: nr %d (%s) all=%#x none=%#x\n", mode, nr,
 			       row ? row->name : "not in the table", all, none);
@@ -237,7 +265,27 @@ static void filter(bool restrict_ip)
 		int nr = syscall_row_nr(row);
 		if (nr < 0 || row->notify == SYSCALL_NOTIFY_ALWAYS)
 			continue;
-		if (row->notify == SYSCALL_NOTIFY_WRITE_FLAGS) {
+		if (row->notify == SYSCALL_NOTIFY_UNLESS_RO) {
+			int at = syscall_row_arg(row, SYSCALL_ARG_PERM);
+			if (at >= 0)
+				ok(notifies(run(&prog, nr, 0, at, 04755)) &&
+				       notifies(run(&prog, nr, 0, at, 02755)) &&
+				       notifies(run(&prog, nr, ~UINT64_C(0), at, 01777)) == !ro,
+				   "%s: %s to a set-ID mode notified%s", mode, row->name,
+				   ro ? ", to another not" : ", to another too");
+		} else if (row->notify == SYSCALL_NOTIFY_PATH_UNLESS_RO) {
+			int at = syscall_row_arg(row, SYSCALL_ARG_PATH_OR_FD);
+			ok(notifies(run(&prog, nr, 0, at, 0x1000)) &&
+			       notifies(run(&prog, nr, ~UINT64_C(0), at, 0)) == !ro,
+			   "%s: %s notified with a path%s", mode, row->name,
+			   ro ? ", the fd form not" : ", and the fd form");
+		} else if (row->notify == SYSCALL_NOTIFY_RO_WRITE_ACCESS) {
+			int at = syscall_row_arg(row, SYSCALL_ARG_ACCESS_MODE);
+			ok(notifies(run(&prog, nr, 0, at, W_OK)) == ro &&
+			       !notifies(run(&prog, nr, ~UINT64_C(0), at, R_OK | X_OK)),
+			   "%s: %s for writing %s, for reading not", mode, row->name,
+			   ro ? "notified" : "not notified");
+		} else if (row->notify == SYSCALL_NOTIFY_WRITE_FLAGS) {
 			int at = syscall_row_arg(row, SYSCALL_ARG_OPEN_FLAGS);
 			static const uint64_t writes[] = {O_WRONLY, O_RDWR, O_CREAT, O_TRUNC,
 							  O_TMPFILE};
@@ -361,6 +409,8 @@ static uint64_t value_for(const struct syscall_row *row, enum syscall_arg what)
 		return 1;
 	case SYSCALL_ARG_MSG_FLAGS:
 		return MSG_DONTWAIT;
+	case SYSCALL_ARG_ACCESS_MODE:
+		return W_OK | X_OK;
 	default:
 		return 0xbad;
 	}
@@ -414,10 +464,11 @@ static int differences(const struct syscall_row *row, const struct broker_req *q
 	if (has(row, SYSCALL_ARG_OPEN_HOW))
 		flags = how.flags;
 	EXPECT(q->flags == flags);
-	mode_t mode = has(row, SYSCALL_ARG_MODE)       ? 0100644
-		      : has(row, SYSCALL_ARG_PERM)     ? 04755
-		      : has(row, SYSCALL_ARG_OPEN_HOW) ? 0640
-						       : 0;
+	mode_t mode = has(row, SYSCALL_ARG_MODE)	  ? 0100644
+		      : has(row, SYSCALL_ARG_PERM)	  ? 04755
+		      : has(row, SYSCALL_ARG_OPEN_HOW)	  ? 0640
+		      : has(row, SYSCALL_ARG_ACCESS_MODE) ? W_OK | X_OK
+							  : 0;
 	EXPECT(q->mode == mode);
 	EXPECT(q->dev == (has(row, SYSCALL_ARG_DEV) ? 0x1234 : 0));
 	EXPECT(q->length == (has(row, SYSCALL_ARG_LENGTH) ? 4242 : 0));
@@ -469,8 +520,11 @@ static void decode_rows(void)
 			continue;
 		struct broker_req q;
 		int r = decode_row(row, &q);
-		is_int(r, row->op == SYSCALL_OP_CHROOT ? SYSCALL_DECODE_CHROOT : 0, "decode %s",
-		       row->name);
+		is_int(r,
+		       row->op == SYSCALL_OP_CHROOT   ? SYSCALL_DECODE_CHROOT
+		       : row->op == SYSCALL_OP_ACCESS ? SYSCALL_DECODE_ACCESS
+						      : 0,
+		       "decode %s", row->name);
 		is_int(differences(row, &q), 0, "decode %s: the request holds its arguments",
 		       row->name);
 	}
@@ -514,6 +568,10 @@ static void decode_errors(void)
 	       -EINVAL, "renameat2: EXCHANGE with WHITEOUT: EINVAL");
 	is_int(decode_with("renameat2", SYSCALL_ARG_FLAGS, RENAME_EXCHANGE, &q), 0,
 	       "renameat2: EXCHANGE alone is fine");
+	is_int(decode_with("faccessat2", SYSCALL_ARG_ACCESS_MODE, W_OK | 010, &q), -EINVAL,
+	       "faccessat2: a mode bit beyond R_OK | W_OK | X_OK: EINVAL");
+	is_int(decode_with("faccessat2", SYSCALL_ARG_FLAGS, AT_SYMLINK_FOLLOW, &q), -EINVAL,
+	       "faccessat2: a flag it does not know: EINVAL");
 
 	/* openat2 */
 	struct open_how ro = {.flags = O_RDONLY | O_CLOEXEC};
@@ -594,8 +652,10 @@ int main(void)
 {
 	numbers();
 	shapes();
-	filter(false);
-	filter(true);
+	filter(false, false);
+	filter(true, false);
+	filter(false, true);
+	filter(true, true);
 	if (syscall_buffers_new(&bufs) < 0)
 		abort();
 	decode_rows();
