@@ -2,7 +2,8 @@
 # bench/peers.sh: brokered against native and against the sandboxes in use today, on the same
 # workloads in the same invocation. For every workload (bench/workloads/NN-*.sh) and every runner
 # it times RUNS runs, each in a fresh copy of the prepared workspace (preparation and reset are not
-# timed), interleaving the runners run by run. Runners: native, `brokered run`, bubblewrap
+# timed), interleaving the runners run by run. Runners: native, `brokered run` (and, as root,
+# with sandbox.readOnlyMounts: brokered-ro), bubblewrap
 # (--ro-bind / / --bind WS WS --dev /dev --proc /proc), `strace -f -o /dev/null`, and when
 # installed Codex's Linux sandbox (`codex sandbox`, workspace-write) and Anthropic's
 # sandbox-runtime (`srt`, allowWrite the workspace). bench/install-peers.sh installs them.
@@ -17,7 +18,7 @@
 #     -b PATH   brokered binary (default build/brokered, built with make if missing)
 #     -w LIST   only these workloads, comma-separated names (startup,grep,git-status,untar,sed-i,
 #               rm-rf,build,dd,npm-ci)
-#     -p LIST   only these runners (native,brokered,bwrap,strace,codex,srt); native is always run
+#     -p LIST   only these runners (native,brokered,brokered-ro,bwrap,strace,codex,srt); native is always run
 #     -f LIST   the file systems, one after the other in this invocation: tmpfs (a tmpfs of its
 #               own, as root), disk (/var/tmp's, or BENCH_TMP's); e.g. -f tmpfs,disk. With -f the
 #               outputs go to bench/out/FS/ instead of bench/out/
@@ -118,6 +119,10 @@ printf '{"filesystem":{"denyRead":[],"allowWrite":["%s"],"denyWrite":[]},"networ
 # ---- runners: run_NAME CMD, in the workspace (the current directory) ----
 run_native() { sh -c "$1"; }
 run_brokered() { "$BRK" run -c "$1" </dev/null; }
+# sandbox.readOnlyMounts (root only: it needs a mount namespace)
+run_brokered-ro() { XDG_CONFIG_HOME=$work/ro-config "$BRK" run -c "$1" </dev/null; }
+mkdir -p "$work/ro-config/brokered"
+echo '{"sandbox": {"readOnlyMounts": true}}' >"$work/ro-config/brokered/settings.json"
 run_bwrap() { bwrap --ro-bind / / --bind "$WS" "$WS" --dev /dev --proc /proc --chdir "$WS" sh -c "$1"; }
 run_strace() { strace -f -o /dev/null sh -c "$1"; }
 run_codex() { codex sandbox -c 'sandbox_mode="workspace-write"' -- sh -c "$1" </dev/null; }
@@ -125,10 +130,11 @@ run_srt() { srt -s "$work/srt-settings.json" -c "$1" </dev/null; }
 
 want() { [ -z "$2" ] || [[ ",$2," == *",$1,"* ]]; }
 runners=(native)
-for r in brokered bwrap strace codex srt; do
+for r in brokered brokered-ro bwrap strace codex srt; do
 	want "$r" "$ONLY_P" || continue
 	case $r in
 	brokered) ok=1 ;;
+	brokered-ro) "$BRK" doctor 2>/dev/null | grep -q '\[ ok \] read-only mount namespace' && ok=1 || ok=0 ;;
 	bwrap | strace | codex | srt) command -v "$r" >/dev/null && ok=1 || ok=0 ;;
 	esac
 	if [ $ok = 1 ]; then # must work here, with a write in the workspace
@@ -138,6 +144,8 @@ for r in brokered bwrap strace codex srt; do
 			ok=0
 		fi
 		cd "$work" && rm -rf "$WS" "$XDG_STATE_HOME"
+	elif [ "$r" = brokered-ro ]; then
+		echo "peers: brokered-ro needs a mount namespace (root; brokered doctor), left out" >&2
 	else
 		echo "peers: $r not installed, left out (bench/install-peers.sh)" >&2
 	fi
@@ -147,7 +155,7 @@ done
 version() {
 	case $1 in
 	native) echo "$(uname -sr)" ;;
-	brokered) echo "$(git -C "$top" describe --always --dirty 2>/dev/null) ($BRK_SRC, $(stat -c %y "$BRK_SRC" | cut -d. -f1))" ;;
+	brokered | brokered-ro) echo "$(git -C "$top" describe --always --dirty 2>/dev/null) ($BRK_SRC, $(stat -c %y "$BRK_SRC" | cut -d. -f1))" ;;
 	bwrap) bwrap --version 2>/dev/null | head -1 ;;
 	strace) strace -V 2>/dev/null | head -1 ;;
 	codex) codex --version 2>/dev/null | head -1 ;;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run every test: unit tests of both builds, then the end-to-end scripts against the release and
-# the sanitizer build, as the invoking user and (when that is root) as an unprivileged user.
+# the sanitizer build, as the invoking user and (when that is root) as an unprivileged user, and
+# some of them again as root with sandbox.readOnlyMounts.
 # Prints TAP per script and a final "N passed, N failed, N skipped" line; exits non-zero on failure.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -165,6 +166,10 @@ fi
 san_skip=" ${BROKERED_SAN_SKIP-t0200-tools-workspace t0210-tools-outside t0402-escape-dotdot-magic t0405-escape-fd-meta t0720-claude-code t0370-store-kept t0910-install-docs t0920-completions} "
 # Scripts that never run the sandbox run once, as root: the unprivileged user adds nothing there.
 root_only=" ${BROKERED_ROOT_ONLY-t0920-completions t0940-debian-package} "
+# Scripts that run once more as root with sandbox.readOnlyMounts (the release build): the tool
+# matrix, names and paths, sockets, signals, the store's random turns, git, the syscalls that
+# differed from native, the escapes through .. and magic links.
+ro_mounts_too=" ${BROKERED_RO_MOUNTS_TOO-t0100-run-basics t0110-run-signals t0200-tools-workspace t0220-names-paths t0300-store-random t0402-escape-dotdot-magic t0800-net-unix t1000-git-flows t1100-transparency-syscalls} "
 for s in "${scripts[@]}"; do
 	name=$(basename "$s" .sh)
 	for build in build build-san; do
@@ -176,6 +181,11 @@ for s in "${scripts[@]}"; do
 		start_job "$build/$name (uid $(id -u))" "$log_dir/$build-$name-root.log" \
 			env "${san_env[@]}" BROKERED="$bin" HELPERS="$stage/$build/helpers" BROKERED_SRC="$stage/tree" \
 			bash "$stage/tests/e2e/$name.sh"
+		if [ "$(id -u)" = 0 ] && [ "$build" = build ] && [[ $ro_mounts_too == *" $name "* ]]; then
+			start_job "$build/$name (uid 0, readOnlyMounts)" "$log_dir/$build-$name-ro.log" \
+				env "${san_env[@]}" BROKERED="$bin" HELPERS="$stage/$build/helpers" BROKERED_SRC="$stage/tree" \
+				BROKERED_TEST_READ_ONLY_MOUNTS=1 bash "$stage/tests/e2e/$name.sh"
+		fi
 		if [ -n "$as_user" ] && [ "$build" = build ] && [[ $root_only != *" $name "* ]]; then
 			start_job "$build/$name ($as_user)" "$log_dir/$build-$name-user.log" \
 				runuser -u "$as_user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$(getent passwd "$as_user" | cut -d: -f6)" \

@@ -12,6 +12,8 @@
 #
 #   BROKERED                  the binary under test (default: build/brokered)
 #   BROKERED_SUITES_CACHE     where sources and builds are kept (default /var/cache/brokered-suites)
+#   BROKERED_SUITES_SETTINGS  more "sandbox" keys for brokered, as JSON members
+#                             ('"readOnlyMounts": true')
 #
 # A recipe (tests/suites/SUITE.sh) defines suite_prepare (fetch and build into the cache, once),
 # suite_cases (the case names), suite_run CASE WS (run one case with the current directory and
@@ -30,7 +32,7 @@ while [ $# -gt 0 ]; do
 	--as) as=$2 && shift ;;
 	--prepare-only) prepare_only=1 ;;
 	--keep) keep=1 ;;
-	-h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' && exit 0 ;;
+	-h | --help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' && exit 0 ;;
 	--) shift && break ;;
 	-*) echo "suites: unknown option $1" >&2 && exit 2 ;;
 	*) break ;;
@@ -71,7 +73,8 @@ run_case() { # run_case SUITE CASE MODE
 	d=$work/$suite/$mode/$(printf '%s' "$c" | tr -c 'A-Za-z0-9._-' _)
 	mkdir -p "$d/ws" "$d/state/config/brokered"
 	# Pre-images are not flushed (sync: false): a power loss is not what is compared here.
-	echo '{"sandbox": {"fileBackup": {"sync": false}}}' >"$d/state/config/brokered/settings.json"
+	echo "{\"sandbox\": {\"fileBackup\": {\"sync\": false}${BROKERED_SUITES_SETTINGS:+, $BROKERED_SUITES_SETTINGS}}}" \
+		>"$d/state/config/brokered/settings.json"
 	[ -z "$as" ] || chown -R "$as" "$d"
 	local runner=
 	[ "$mode" = native ] || runner="$BROKERED run --workspace $d/ws --session suite-$$ --"
