@@ -40,6 +40,11 @@ struct broker {
 	dev_t volatile_dev;		     /* cache of is_volatile() */
 	int volatile_known;		     /* 0 unknown, 1 volatile, -1 persistent */
 	enum broker_delete_mode delete_mode; /* deletes that name none: UNLINK or TRASH */
+	struct {
+		dev_t dev;
+		ino_t ino;
+	} * shm_own; /* the objects this run created in /dev/shm (broker-shm.c) */
+	size_t n_shm_own, cap_shm_own;
 };
 
 enum decision {
@@ -109,6 +114,17 @@ static inline struct resolve_ctx broker_call_resolve_ctx(const struct broker_cal
 
 enum decision broker_decide(struct broker_call *c, const char *real, unsigned access,
 			    const struct stat *st, const char **ret_reason);
+
+/* POSIX shared memory and semaphores in /dev/shm (broker-shm.c). */
+bool broker_is_shm(const char *real);
+/* The decision on real (in /dev/shm): the broker's for the command's own objects and new ones,
+ * DENY for the others', DECIDE_UNSET for a read (the policy's). */
+enum decision broker_shm_decide(struct broker *b, const char *real, unsigned access,
+				const char **ret_reason);
+/* After an operation: real, if it is in /dev/shm and exists, is the command's own. */
+void broker_shm_note(struct broker *b, const char *real);
+/* Before a removal: real (its last name) is no longer one. */
+void broker_shm_forget(struct broker *b, const char *real);
 /* The audit line of the call (and the door's copy of its outcome). */
 void broker_log_op(struct broker_call *c, int result);
 /* A ".git" entry or a hooks directory made any other way than git makes them (git-guard.h). */

@@ -22,6 +22,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -363,6 +364,45 @@ static int net_connect(struct net_op *o, int sock, int family, struct broker_res
 	return do_connect(sock, a, q->addrlen, resp);
 }
 
+/*
+ * Bind sock to the socket file res names, which the broker decided on. A bare name (no '/', the
+ * usual relative bind) is bound under that very name from a child whose cwd is res's parent, so
+ * that getsockname(2) gives back what the command passed; any other path through
+ * /proc/self/fd/N/NAME (a path that would be resolved again could be swapped meanwhile), which
+ * getsockname(2) then shows.
+ */
+static int bind_named(int sock, const struct resolved *res, const char *given, mode_t um)
+{
+	struct sockaddr_un u = {.sun_family = AF_UNIX};
+	bool bare = strcmp(given, res->name) == 0;
+	int n = bare ? snprintf(u.sun_path, sizeof u.sun_path, "%s", res->name)
+		     : snprintf(u.sun_path, sizeof u.sun_path, "/proc/self/fd/%d/%s",
+				res->parent_fd, res->name);
+	if (n < 0 || (size_t)n >= sizeof u.sun_path)
+		return -ENAMETOOLONG;
+	socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n + 1);
+	if (!bare) {
+		mode_t old = umask(um);
+		int r = bind(sock, (struct sockaddr *)&u, len) < 0 ? -errno : 0;
+		umask(old);
+		return r;
+	}
+	/* A child of our own: its cwd and umask are not ours (the broker has threads). */
+	pid_t pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		umask(um);
+		_exit(fchdir(res->parent_fd) < 0		   ? errno
+		      : bind(sock, (struct sockaddr *)&u, len) < 0 ? errno
+								   : 0);
+	}
+	int status;
+	if (RETRY_EINTR(waitpid(pid, &status, 0)) != pid)
+		return -ECHILD;
+	return WIFEXITED(status) ? -WEXITSTATUS(status) : -EIO;
+}
+
 static int net_bind(struct net_op *o, int sock, int family, struct broker_resp *resp)
 {
 	const struct broker_req *q = o->q;
@@ -399,23 +439,13 @@ static int net_bind(struct net_op *o, int sock, int family, struct broker_resp *
 			if (!ok)
 				r = -EACCES;
 		}
-		if (r >= 0) {
-			struct sockaddr_un u = {.sun_family = AF_UNIX};
-			int n = snprintf(u.sun_path, sizeof u.sun_path, "/proc/self/fd/%d/%s",
-					 res.parent_fd, res.name);
+		if (r >= 0 && o->cfg->kernel_enforces && strcmp(o->rule, "scratch") == 0) {
+			/* Landlock lets the kernel make it there, under the name as given. */
+			resp->kind = BROKER_RESP_CONTINUE;
+		} else if (r >= 0) {
 			mode_t um = 022;
 			(void)proc_get_umask(q->tid, q->notif, &um);
-			if (n < 0 || (size_t)n >= sizeof u.sun_path) {
-				r = -ENAMETOOLONG;
-			} else {
-				mode_t old = umask(um);
-				r = bind(sock, (struct sockaddr *)&u,
-					 (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
-						     (size_t)n + 1)) < 0
-					? -errno
-					: 0;
-				umask(old);
-			}
+			r = bind_named(sock, &res, path, um);
 		}
 		resolved_done(&res);
 		return r;

@@ -85,6 +85,7 @@ void broker_free(struct broker *b)
 		free(b->prompts[i].rule);
 	}
 	free(b->prompts);
+	free(b->shm_own);
 	free(b);
 }
 
@@ -207,6 +208,13 @@ enum decision broker_decide(struct broker_call *c, const char *real, unsigned ac
 	if (path_is_under(real, b->cfg.scratch)) {
 		*ret_reason = "scratch";
 		return kernel;
+	}
+	if (broker_is_shm(real)) {
+		enum decision d = broker_shm_decide(b, real, access, ret_reason);
+		if (d == DECIDE_BROKER && (access & POLICY_ACCESS_DELETE))
+			broker_shm_forget(b, real);
+		if (d != DECIDE_UNSET)
+			return d;
 	}
 	if (access == POLICY_ACCESS_WRITE && is_kernel_writable_device(real, st)) {
 		*ret_reason = "device";
@@ -407,6 +415,10 @@ static int before_change(struct broker_call *c, int parent_fd, const char *name,
 	l->absent = false;
 	if (!b->turn || !b->cfg.backup_enabled) {
 		l->backup = "disabled";
+		return 0;
+	}
+	if (broker_is_shm(real)) { /* shared memory: nothing to give back (broker-shm.c) */
+		l->backup = "none";
 		return 0;
 	}
 	enum store_result res = STORE_RESULT_DISABLED;
@@ -632,6 +644,10 @@ void broker_handle_call(struct broker *b, struct broker_door *door, const struct
 		return;
 	}
 	count_result(&c, r);
+	if (r >= 0) {
+		broker_shm_note(b, c.log.real);
+		broker_shm_note(b, c.log.real_to);
+	}
 	char fd_name[32];
 	if (!c.log.path && fd_form) {
 		snprintf(fd_name, sizeof fd_name, "fd:%d", q->fd >= 0 ? q->fd : q->dirfd);
