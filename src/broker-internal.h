@@ -116,7 +116,7 @@ enum decision broker_decide(struct broker_call *c, const char *real, unsigned ac
 			    const struct stat *st, const char **ret_reason);
 
 /* POSIX shared memory and semaphores in /dev/shm (broker-shm.c). */
-bool broker_is_shm(const char *real);
+bool broker_is_shm(const struct broker *b, const char *real);
 /* The decision on real (in /dev/shm): the broker's for the command's own objects and new ones,
  * DENY for the others', DECIDE_UNSET for a read (the policy's). */
 enum decision broker_shm_decide(struct broker *b, const char *real, unsigned access,

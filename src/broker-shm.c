@@ -5,7 +5,8 @@
  * change, link, rename and remove the ones it created, without backups (they do not outlive a
  * reboot and undo has nothing to give back); the objects of other processes (a browser's, a
  * database's) stay out of its reach, as files outside the workspace do. The broker remembers the
- * inodes it created there for this run.
+ * inodes it created there for this run. A path in /dev/shm that the policy lets the command write
+ * (a workspace there) is not one of these: it is decided and backed up as anywhere.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -18,9 +19,15 @@
 
 #define SHM_DIR "/dev/shm"
 
-bool broker_is_shm(const char *real)
+bool broker_is_shm(const struct broker *b, const char *real)
 {
-	return real && path_is_under(real, SHM_DIR) && strcmp(real, SHM_DIR) != 0;
+	/* Only where nothing but the default decides: a workspace in /dev/shm is the policy's, with
+	 * backups, and a rule's decision (a blocklist) stands, as anywhere. */
+	const char *reason = NULL;
+	return real && path_is_under(real, SHM_DIR) && strcmp(real, SHM_DIR) != 0 &&
+	       !path_is_under(real, b->cfg.scratch) &&
+	       policy_check(b->policy, real, POLICY_ACCESS_WRITE, &reason) == POLICY_DENY &&
+	       reason && strcmp(reason, "default:read-only") == 0;
 }
 
 static ssize_t find(const struct broker *b, const struct stat *st)
@@ -69,7 +76,7 @@ enum decision broker_shm_decide(struct broker *b, const char *real, unsigned acc
 void broker_shm_note(struct broker *b, const char *real)
 {
 	struct stat st;
-	if (!broker_is_shm(real) || lstat(real, &st) < 0 || find(b, &st) >= 0)
+	if (!broker_is_shm(b, real) || lstat(real, &st) < 0 || find(b, &st) >= 0)
 		return;
 	if (b->n_shm_own == b->cap_shm_own) {
 		size_t cap = b->cap_shm_own ? 2 * b->cap_shm_own : 16;
@@ -88,7 +95,7 @@ void broker_shm_note(struct broker *b, const char *real)
 void broker_shm_forget(struct broker *b, const char *real)
 {
 	struct stat st;
-	if (!broker_is_shm(real) || lstat(real, &st) < 0 || st.st_nlink > 1)
+	if (!broker_is_shm(b, real) || lstat(real, &st) < 0 || st.st_nlink > 1)
 		return; /* sem_open(3) links its object in and removes the first name */
 	ssize_t i = find(b, &st);
 	if (i >= 0)

@@ -209,7 +209,7 @@ enum decision broker_decide(struct broker_call *c, const char *real, unsigned ac
 		*ret_reason = "scratch";
 		return kernel;
 	}
-	if (broker_is_shm(real)) {
+	if (broker_is_shm(b, real)) {
 		enum decision d = broker_shm_decide(b, real, access, ret_reason);
 		if (d == DECIDE_BROKER && (access & POLICY_ACCESS_DELETE))
 			broker_shm_forget(b, real);
@@ -417,7 +417,7 @@ static int before_change(struct broker_call *c, int parent_fd, const char *name,
 		l->backup = "disabled";
 		return 0;
 	}
-	if (broker_is_shm(real)) { /* shared memory: nothing to give back (broker-shm.c) */
+	if (broker_is_shm(b, real)) { /* shared memory: nothing to give back (broker-shm.c) */
 		l->backup = "none";
 		return 0;
 	}

@@ -84,6 +84,15 @@ brk undo </dev/null >/dev/null 2>&1
 [ ! -e /dev/shm/brokered-own-$$ ]
 ok $? "  undo does not bring it back (shared memory is not part of the turn)"
 
+# A workspace in /dev/shm (a tmpfs) is a workspace like any other: changes backed up, undone.
+shmws=$(mktemp -d /dev/shm/brokered-ws.XXXXXX)
+printf 'before\n' >"$shmws/f"
+(cd "$shmws" && "$BROKERED" run -- sh -c 'printf after >f && mkdir d && touch d/new' && "$BROKERED" undo </dev/null >/dev/null 2>&1)
+ok $? "a workspace in /dev/shm: the command changes it, undo"
+is "$(cd "$shmws" && ls; cat f)" "f
+before" "  and undo gives it back"
+rm -rf "$shmws"
+
 # ---- Unix sockets: the name as bound ----
 cat >"$TEST_DIR/sock.py" <<'EOF'
 import os, socket, threading
