@@ -528,15 +528,16 @@ void broker_call_end(struct broker_call *c)
 }
 
 /* faccessat2(dirfd, name, mode, flags | AT_EACCESS) with this thread's file-system ids and
- * groups those of id (only this thread's: the raw syscalls, not glibc's for all threads). */
+ * groups those of id (only this thread's: the raw syscalls, not glibc's for all threads); id NULL:
+ * with ours. */
 static int faccess_as(const struct proc_ids *id, uid_t uid, gid_t gid, int dirfd, const char *name,
 		      int mode, int flags)
 {
 	flags |= AT_EACCESS;
 	gid_t own[PROC_GROUPS_MAX];
 	int n_own = getgroups(PROC_GROUPS_MAX, own);
-	bool same = uid == geteuid() && gid == getegid() && n_own == (int)id->n_groups &&
-		    memcmp(own, id->groups, id->n_groups * sizeof(gid_t)) == 0;
+	bool same = !id || (uid == geteuid() && gid == getegid() && n_own == (int)id->n_groups &&
+			    memcmp(own, id->groups, id->n_groups * sizeof(gid_t)) == 0);
 	if (same || n_own < 0)
 		return syscall(SYS_faccessat2, dirfd, name, mode, flags) < 0 ? negative_errno() : 0;
 	int r = -EACCES;
@@ -567,13 +568,17 @@ int broker_access(struct broker *b, const struct broker_req *q)
 	struct proc_ids id;
 	if (r >= 0)
 		r = proc_get_ids(q->tid, q->notif, &id);
+	bool ours =
+	    r == -E2BIG; /* more groups than we read: answer with ours (as a rule the same) */
+	if (ours)
+		r = 0;
 	if (r >= 0) {
 		/* Without AT_EACCESS the kernel checks with the real ids, with it the fs ids. */
 		bool eaccess = q->flags & AT_EACCESS;
-		uid_t uid = id.uid[eaccess ? 3 : 0];
-		gid_t gid = id.gid[eaccess ? 3 : 0];
+		uid_t uid = ours ? geteuid() : id.uid[eaccess ? 3 : 0];
+		gid_t gid = ours ? getegid() : id.gid[eaccess ? 3 : 0];
 		bool on_fd = res.obj_fd >= 0;
-		r = faccess_as(&id, uid, gid, on_fd ? res.obj_fd : res.parent_fd,
+		r = faccess_as(ours ? NULL : &id, uid, gid, on_fd ? res.obj_fd : res.parent_fd,
 			       on_fd ? "" : res.name, (int)q->mode,
 			       AT_SYMLINK_NOFOLLOW | (on_fd ? AT_EMPTY_PATH : 0));
 	}

@@ -218,29 +218,27 @@ static int parse_ids(const char *v, uint32_t *out, size_t max)
 	return (int)n;
 }
 
-int proc_get_ids(pid_t tid, const struct notif_ref *n, struct proc_ids *ret)
+/* The numbers of field key ("Uid", "Groups") into out: how many, or -errno. */
+static int read_ids(pid_t tid, const struct notif_ref *n, const char *key, uint32_t *out,
+		    size_t max)
 {
 	char v[PROC_GROUPS_MAX * 11 + 1];
-	uint32_t x[PROC_GROUPS_MAX];
-	int r, k;
-	if ((r = read_status_field(tid, n, "Uid", v, sizeof v)) < 0)
-		return r;
-	if ((k = parse_ids(v, x, 4)) < 0 || k != 4)
-		return k < 0 ? k : -EINVAL;
-	for (int i = 0; i < 4; i++)
-		ret->uid[i] = (uid_t)x[i];
-	if ((r = read_status_field(tid, n, "Gid", v, sizeof v)) < 0)
-		return r;
-	if ((k = parse_ids(v, x, 4)) < 0 || k != 4)
-		return k < 0 ? k : -EINVAL;
-	for (int i = 0; i < 4; i++)
-		ret->gid[i] = (gid_t)x[i];
-	if ((r = read_status_field(tid, n, "Groups", v, sizeof v)) < 0)
+	int r = read_status_field(tid, n, key, v, sizeof v);
+	if (r < 0)
 		return r == -EINVAL ? -E2BIG : r;
-	if ((k = parse_ids(v, x, PROC_GROUPS_MAX)) < 0)
+	return parse_ids(v, out, max);
+}
+
+int proc_get_ids(pid_t tid, const struct notif_ref *n, struct proc_ids *ret)
+{
+	_Static_assert(sizeof(uid_t) == sizeof(uint32_t) && sizeof(gid_t) == sizeof(uint32_t),
+		       "ids are 32 bits");
+	int k;
+	if ((k = read_ids(tid, n, "Uid", (uint32_t *)ret->uid, 4)) != 4 ||
+	    (k = read_ids(tid, n, "Gid", (uint32_t *)ret->gid, 4)) != 4)
+		return k < 0 ? k : -EINVAL;
+	if ((k = read_ids(tid, n, "Groups", (uint32_t *)ret->groups, PROC_GROUPS_MAX)) < 0)
 		return k;
-	for (int i = 0; i < k; i++)
-		ret->groups[i] = (gid_t)x[i];
 	ret->n_groups = (size_t)k;
 	return 0;
 }
