@@ -156,8 +156,10 @@ static int ll_allow_reads_around(int ruleset, const char *dir, const char *const
 			}
 		}
 		r = ll_allow_path(ruleset, sb.buf, LANDLOCK_ACCESS_FS_READ_FILE, true);
-		if (r == -EACCES || r == -ELOOP || r == -ENOENT)
-			r = 0; /* unreadable to us anyway, or gone */
+		/* Unreadable to us anyway, gone, or not a file Landlock takes (EBADFD: a namespace
+		 * file bound there, a shared memory object of perf's): skipped. */
+		if (r == -EACCES || r == -ELOOP || r == -ENOENT || r == -EBADFD)
+			r = 0;
 	}
 	strbuf_free(&sb);
 	closedir(d);
