@@ -4,6 +4,8 @@
 # `turn commit --turn ID` commits the interrupted turn (which can then be undone as well).
 BROKERED_TEST_DURABLE=1
 # Seeds are printed and replay exactly: BROKERED_STORE_SEED_BASE=<seed - 1>, one seed (or round).
+# A round's kind (commit before undo or not, the delay before the kill) follows from its seed, so a
+# round replayed alone is the round that failed.
 . "$(dirname "$0")/../lib.sh"
 require_core
 need python3 perl
@@ -19,8 +21,9 @@ wait_gone() {
 	return 1
 }
 
-for k in $(seq "$ROUNDS"); do
-	seed=$((base + k))
+for round in $(seq "$ROUNDS"); do
+	seed=$((base + round))
+	k=$(((seed - 1) % 4 + 1))
 	w="$TEST_DIR/w$seed"
 	mkdir -p "$w"
 	w=$(cd "$w" && pwd -P)
