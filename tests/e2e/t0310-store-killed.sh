@@ -21,6 +21,33 @@ wait_gone() {
 	return 1
 }
 
+# A directory recorded earlier in the turn (chmod), then renamed: the rename copies the files below
+# it. The broker is killed right after, with no later change to flush their records: they must be
+# written before the rename (seed 310104 lost them: undo left the files deleted).
+w="$TEST_DIR/tree"
+mkdir -p "$w/d/sub"
+echo a >"$w/d/a"
+echo b >"$w/d/sub/b"
+touch -d @1400000000 "$w/d/a" "$w/d/sub/b"
+before=$(tree_snapshot_full "$w")
+marker="brokered-kill-tree-$$"
+printf '%s\n' 'chmod 700 d' 'mv d e' ': >renamed' "exec -a $marker sleep 30" >"$TEST_DIR/$marker.sh"
+(cd "$w" && exec "$BROKERED" run -m tree -- bash "$TEST_DIR/$marker.sh") &
+pid=$!
+for _ in $(seq 200); do [ -e "$w/renamed" ] && break; sleep 0.05; done
+[ -e "$w/e/sub/b" ]
+ok $? "tree: the workload renamed the directory"
+kill -9 "$pid"
+wait "$pid" 2>/dev/null
+wait_gone "$marker"
+ok $? "tree: no process of the workload is left"
+id=$(cd "$w" && last_turn_id)
+(cd "$w" && "$BROKERED" turn commit --turn "$id" -m "committed after kill" >/dev/null)
+is "$?" 0 "tree: turn commit --turn ID exits 0"
+(cd "$w" && "$BROKERED" undo "$id" >/dev/null)
+is "$?" 0 "tree: undo ID exits 0"
+is_snap "$(tree_snapshot_full "$w")" "$before" "tree: after undo: the directory and its files are back"
+
 for round in $(seq "$ROUNDS"); do
 	seed=$((base + round))
 	k=$(((seed - 1) % 4 + 1))
