@@ -21,6 +21,35 @@ wait_gone() {
 	return 1
 }
 
+# explain_undo ID DIR WANT GOT: on failure, each path that undo did not put back with the record the
+# turn has of it (or none), and the temp files left in the store's tmp/ (a copy whose record was
+# never written leaves one: it was waiting for a flush when the broker was killed)
+explain_undo() {
+	[ "$3" = "$4" ] && return 0
+	(cd "$2" && "$BROKERED" show --json "$1") >"$TEST_DIR/show.json" 2>/dev/null
+	"$BRK_PY" - "$2" "$3" "$4" "$TEST_DIR/show.json" <<'PYEOF'
+import json, re, sys
+top, want, got = sys.argv[1], sys.argv[2].split("\n"), sys.argv[3].split("\n")
+try:
+    recs = {p["path"]: p for p in json.load(open(sys.argv[4]))["paths"]}
+except (OSError, ValueError, KeyError):
+    recs = {}
+rels = set()
+for line in set(want) ^ set(got):
+    m = re.match(r"(.*?) (?:[FDLS] |ERROR)", line)
+    if m:
+        rels.add(m.group(1))
+for rel in sorted(rels):
+    r = recs.get(top + rel[1:])
+    what = "no record in the turn" if r is None else "%s, pre-image %s" % (r.get("operation"), r.get("preimage"))
+    print("#   %s: %s" % (rel, what))
+PYEOF
+	local t
+	for t in "$XDG_STATE_HOME"/brokered/sessions/*/modify_backup/turns/"$1"; do
+		find "$t/../../tmp" -type f -printf '#   left in tmp/: %P (%s bytes)\n' 2>/dev/null
+	done
+}
+
 # A directory recorded earlier in the turn (chmod), then renamed: the rename copies the files below
 # it. The broker is killed right after, with no later change to flush their records: they must be
 # written before the rename (seed 310104 lost them: undo left the files deleted).
@@ -46,7 +75,9 @@ id=$(cd "$w" && last_turn_id)
 is "$?" 0 "tree: turn commit --turn ID exits 0"
 (cd "$w" && "$BROKERED" undo "$id" >/dev/null)
 is "$?" 0 "tree: undo ID exits 0"
-is_snap "$(tree_snapshot_full "$w")" "$before" "tree: after undo: the directory and its files are back"
+after=$(tree_snapshot_full "$w")
+is_snap "$after" "$before" "tree: after undo: the directory and its files are back"
+explain_undo "$id" "$w" "$(no_nlink "$before")" "$(no_nlink "$after")"
 
 for round in $(seq "$ROUNDS"); do
 	seed=$((base + round))
@@ -106,6 +137,7 @@ for round in $(seq "$ROUNDS"); do
 	after=$(tree_snapshot_full "$w")
 	is_snap "$(no_nlink "$after")" "$(no_nlink "$before")" "seed $seed: after undo: the tree is as before the killed run"
 	is_snap "$after" "$before" "seed $seed: after undo: link counts as before too"
+	explain_undo "$id" "$w" "$(no_nlink "$before")" "$(no_nlink "$after")"
 done
 
 done_testing
