@@ -783,8 +783,18 @@ static int block_signals(sigset_t *ret_oldmask)
 }
 
 /* The command ended and the sandbox is empty. */
-static void attempt_finish(struct run_ctx *c, struct attempt *a)
+static int attempt_finish(struct run_ctx *c, struct attempt *a)
 {
+	/* A run's own turn takes another id at its first record if a turn of the same second and
+	 * random bits took its id meanwhile: the report, the commit, the git check and the
+	 * rollbacks name the turn on disk (the other one is not ours to roll back). */
+	if (a->turn && strcmp(a->turn_id, store_turn_id(a->turn)) != 0) {
+		char *id = strdup(store_turn_id(a->turn));
+		if (!id)
+			return log_error_errno(ENOMEM, "Out of memory");
+		free(a->turn_id);
+		a->turn_id = id;
+	}
 	/* Sockets and hosts refused for approval join the file prompts. */
 	size_t nn;
 	struct broker_prompt *nv = net_take_prompts(c->net, &nn);
@@ -803,6 +813,7 @@ static void attempt_finish(struct run_ctx *c, struct attempt *a)
 		(void)tcsetpgrp(STDIN_FILENO, getpgrp());
 		signal(SIGTTOU, SIG_DFL);
 	}
+	return 0;
 }
 
 static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
@@ -861,8 +872,7 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 		;
 	safe_close(rs.listener);
 	a->exit_status = rs.child_done ? status_to_exit(rs.child_status) : RUN_EXIT_FAILURE;
-	attempt_finish(c, a);
-	r = 0;
+	r = attempt_finish(c, a);
 out:
 	ipc_server_free(ipc);
 	supervisor_free(sv);

@@ -222,11 +222,15 @@ static int preimage_tree(struct store_turn *t, int dirfd, const char *name, cons
 		}
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
-		enum store_result cres;
+		enum store_result cres = STORE_RESULT_ALREADY;
 		if ((r = path_join(path, de->d_name, &child)) < 0 ||
 		    (r = preimage_tree(t, fd, de->d_name, child.buf, NULL, 0, depth + 1, &cres)) <
 			0)
 			break;
+		/* A pre-image saved below is the tree's: the caller flushes before the change only
+		 * then, even when the directory itself was recorded earlier (ALREADY). */
+		if (cres == STORE_RESULT_SAVED)
+			*res = STORE_RESULT_SAVED;
 	}
 	strbuf_free(&child);
 	closedir(d);

@@ -73,7 +73,8 @@ enum store_flags {
 	 * is always false today (kept for callers that check it).
 	 */
 	STORE_CONSUME = 1 << 0,
-	/* The path is a directory about to be renamed: record every path below it too. */
+	/* The path is a directory about to be renamed: record every path below it too. The
+	 * result is SAVED if a pre-image below was saved, whatever the directory's own. */
 	STORE_TREE = 1 << 1,
 	/* Only metadata will change (chmod, chown, utimes, xattr): content still needed for undo.
 	 */

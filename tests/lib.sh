@@ -438,7 +438,8 @@ make_fixture_tree() {
 # gen_workload DIR SEED NOPS [PAUSE]: print a bash script of NOPS random destructive operations on
 # the tree in DIR (paths picked from it and fresh names), each done by one of: shell builtins,
 # coreutils, a static busybox, python3, perl. Every operation may fail (a path may be gone); none
-# blocks (FIFOs are never written). PAUSE (seconds) sleeps between operations.
+# blocks (FIFOs are never written, nor given to Python 3.11's shutil.rmtree, which opens its path
+# before it looks at its type). PAUSE (seconds) sleeps between operations.
 gen_workload() {
 	local dir=$1 seed=$2 nops=$3 pause=${4:-} i p q r d e t tool op n bb=
 	RANDOM=$seed
@@ -495,7 +496,7 @@ gen_workload() {
 		5.4) echo "perl -e 'rmdir(\$ARGV[0])' $p" ;;
 		6.0 | 6.1) echo "rm -rf $d" ;;
 		6.2) echo "$bb rm -rf $d" ;;
-		6.3) echo "$PY -c 'import shutil,sys; shutil.rmtree(sys.argv[1])' $d" ;;
+		6.3) echo "nofifo $d && $PY -c 'import shutil,sys; shutil.rmtree(sys.argv[1])' $d" ;;
 		6.4) echo "perl -MFile::Path=remove_tree -e 'remove_tree(\$ARGV[0])' $d" ;;
 		7.0 | 7.1) echo "mkdir -p $p/m$n" ;;
 		7.2) echo "$bb mkdir $p" ;;

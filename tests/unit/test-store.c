@@ -874,6 +874,90 @@ static void test_kill(void)
 	}
 }
 
+/*
+ * The broker's side of a directory's rename, as before_change() does it: flush only when the
+ * result is SAVED, rename, then killed before any other flush (ret_fd gets the result).
+ */
+static void tree_child(int ret_fd)
+{
+	struct store *s;
+	struct store_turn *t;
+	bool owned;
+	if (store_open(state, "tree", &s) < 0 ||
+	    store_turn_join_or_begin(s, &opts, "child", "child", &t, &owned) < 0)
+		_exit(1);
+	/* d recorded first (a chmod): its own record is there when the rename comes */
+	if (pre(t, "d", 0, NULL) < 0)
+		_exit(1);
+	struct strbuf a = STRBUF_INIT, b = STRBUF_INIT;
+	ws_path(&a, "d");
+	ws_path(&b, "e");
+	int wfd = open(ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	enum store_result res = STORE_RESULT_DISABLED, eres;
+	/* e: absent, which needs no flush */
+	if (wfd < 0 || store_preimage(t, wfd, "d", a.buf, STORE_TREE, &res, NULL) < 0 ||
+	    store_preimage(t, wfd, "e", b.buf, 0, &eres, NULL) < 0 ||
+	    (res == STORE_RESULT_SAVED && store_sync(t) < 0) || rename(a.buf, b.buf) < 0)
+		_exit(1);
+	char c = (char)res;
+	(void)!write(ret_fd, &c, 1);
+	raise(SIGKILL);
+	_exit(1);
+}
+
+/*
+ * A directory recorded earlier in its turn, then renamed: its files are copied at the rename, and
+ * their records wait for store_sync(). The tree's result must be SAVED, not the directory's
+ * ALREADY, or the broker renames before the records are written: killed then, it lost them, and
+ * undo of the committed turn removed the renamed tree without giving the files back (t0310,
+ * seed 310104).
+ */
+static void test_tree_kill(void)
+{
+	reset_ws();
+	struct strbuf p = STRBUF_INIT;
+	ws_path(&p, "d");
+	mkdir(p.buf, 0755);
+	ws_path(&p, "d/sub");
+	mkdir(p.buf, 0755);
+	strbuf_free(&p);
+	puts_ws("d/a", "a in d\n");
+	puts_ws("d/sub/b", "b in d/sub\n");
+	_cleanup_free_ char *before = snapshot();
+	int pfd[2];
+	char c = -1;
+	if (pipe(pfd) < 0)
+		return;
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(pfd[0]);
+		tree_child(pfd[1]);
+	}
+	close(pfd[1]);
+	ok(read(pfd[0], &c, 1) == 1, "the child renamed d and was killed");
+	close(pfd[0]);
+	waitpid(pid, NULL, 0);
+	is_int(c, STORE_RESULT_SAVED, "a tree whose directory was recorded before: SAVED");
+	struct store *s;
+	struct store_turn_info *v = NULL;
+	size_t n = 0;
+	if (store_open(state, "tree", &s) < 0) {
+		ok(0, "store opens after the kill");
+		return;
+	}
+	if (store_list_turns(s, &v, &n) < 0 || n != 1) {
+		ok(0, "the killed turn is listed");
+		store_close(s);
+		return;
+	}
+	is_int(store_commit_id(s, v[0].id, "committed after kill"), 0, "killed turn committed");
+	_cleanup_free_ char *u = NULL;
+	is_int(undo_turn(s, v[0].id, true, &u), 0, "undo of the killed turn");
+	same_snapshot(before, "d with its files back");
+	store_turn_infos_free(v, n);
+	store_close(s);
+}
+
 static void test_concurrent(void)
 {
 	reset_ws();
@@ -1122,6 +1206,7 @@ int main(void)
 	test_kept();
 	test_enospc();
 	test_kill();
+	test_tree_kill();
 	test_concurrent();
 	rm_rf(root);
 	return tap_done();
