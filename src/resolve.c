@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -147,7 +149,6 @@ static int fill_real(struct resolved *r)
 	return r->real ? 0 : -ENOMEM;
 }
 
-/* The final component is a magic link under /proc: take the object it names. */
 /*
  * With foreign mounts, fd (the target's) is on the target's read-only copy of one of our mounts:
  * replace it with an O_PATH fd of the same inode on ours, opened by its path, so that what the
@@ -155,15 +156,62 @@ static int fill_real(struct resolved *r)
  * stays. A path that names another inode by the time it is opened (a rename in between) is tried
  * again, then -EAGAIN; a directory removed meanwhile is -ENOENT, as the kernel says.
  */
+/*
+ * Directories reopened so, by the target's mount and inode: a command works in a few of them (its
+ * cwd, the dirfds of a tree walk). Our fd keeps the inode alive, so while the target's directory
+ * has a name, its mount and inode number name the same directory as our fd.
+ */
+#define OWN_CACHE 16
+static struct {
+	uint64_t mnt, ino;
+	dev_t dev;
+	int fd; /* -1 (0 before first use: never ours, fd 0 is not a directory we open) */
+} own_cache[OWN_CACHE];
+static unsigned own_next;
+
+static int own_cached(const struct statx *x)
+{
+	dev_t dev = makedev(x->stx_dev_major, x->stx_dev_minor);
+	for (unsigned i = 0; i < OWN_CACHE; i++)
+		if (own_cache[i].fd > 0 && own_cache[i].ino == x->stx_ino &&
+		    own_cache[i].dev == dev && own_cache[i].mnt == x->stx_mnt_id)
+			return fcntl(own_cache[i].fd, F_DUPFD_CLOEXEC, 3);
+	return -ENOENT;
+}
+
+static void own_remember(const struct statx *x, int fd)
+{
+	unsigned i = own_next++ % OWN_CACHE;
+	if (own_cache[i].fd > 0)
+		close(own_cache[i].fd);
+	own_cache[i].fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	own_cache[i].ino = x->stx_ino;
+	own_cache[i].dev = makedev(x->stx_dev_major, x->stx_dev_minor);
+	own_cache[i].mnt = x->stx_mnt_id;
+}
+
 static int reopen_own(const struct resolve_ctx *ctx, int *fd)
 {
 	if (!ctx->foreign_mounts)
 		return 0;
 	struct stat was;
-	if (fstat(*fd, &was) < 0)
+	struct statx x;
+	if (statx(*fd, "", AT_EMPTY_PATH, STATX_TYPE | STATX_NLINK | STATX_INO | STATX_MNT_ID, &x) <
+	    0)
 		return negative_errno();
+	was.st_dev = makedev(x.stx_dev_major, x.stx_dev_minor);
+	was.st_ino = x.stx_ino;
+	was.st_mode = x.stx_mode;
+	was.st_nlink = x.stx_nlink;
 	if (was.st_nlink == 0 && !S_ISDIR(was.st_mode))
 		return 0;
+	bool cacheable = S_ISDIR(was.st_mode) && was.st_nlink > 0 && (x.stx_mask & STATX_MNT_ID);
+	int hit = cacheable ? own_cached(&x) : -ENOENT;
+	if (hit >= 0) {
+		safe_close(*fd);
+		*fd = hit;
+		return 0;
+	}
 	for (int attempt = 0; attempt < 3; attempt++) {
 		_cleanup_free_ char *real = NULL;
 		int k = resolve_fd_real_path(*fd, &real);
@@ -177,6 +225,8 @@ static int reopen_own(const struct resolve_ctx *ctx, int *fd)
 			return -ENOENT;
 		struct stat is;
 		if (own >= 0 && fstat(own, &is) == 0 && stat_inode_same(&is, &was)) {
+			if (cacheable)
+				own_remember(&x, own);
 			safe_close(*fd);
 			*fd = own;
 			return 0;
