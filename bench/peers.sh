@@ -3,7 +3,7 @@
 # workloads in the same invocation. For every workload (bench/workloads/NN-*.sh) and every runner
 # it times RUNS runs, each in a fresh copy of the prepared workspace (preparation and reset are not
 # timed), interleaving the runners run by run. Runners: native, `brokered run` (and, as root,
-# with sandbox.readOnlyMounts: brokered-ro), bubblewrap
+# with sandbox.readOnlyMounts: brokered-ro, and sandbox.copyOnWrite: brokered-cow), bubblewrap
 # (--ro-bind / / --bind WS WS --dev /dev --proc /proc), `strace -f -o /dev/null`, and when
 # installed Codex's Linux sandbox (`codex sandbox`, workspace-write) and Anthropic's
 # sandbox-runtime (`srt`, allowWrite the workspace). bench/install-peers.sh installs them.
@@ -18,7 +18,7 @@
 #     -b PATH   brokered binary (default build/brokered, built with make if missing)
 #     -w LIST   only these workloads, comma-separated names (startup,grep,git-status,untar,sed-i,
 #               rm-rf,build,dd,npm-ci)
-#     -p LIST   only these runners (native,brokered,brokered-ro,bwrap,strace,codex,srt); native is always run
+#     -p LIST   only these runners (native,brokered,brokered-ro,brokered-cow,bwrap,strace,codex,srt); native is always run
 #     -f LIST   the file systems, one after the other in this invocation: tmpfs (a tmpfs of its
 #               own, as root), disk (/var/tmp's, or BENCH_TMP's); e.g. -f tmpfs,disk. With -f the
 #               outputs go to bench/out/FS/ instead of bench/out/
@@ -123,6 +123,10 @@ run_brokered() { "$BRK" run -c "$1" </dev/null; }
 run_brokered-ro() { XDG_CONFIG_HOME=$work/ro-config "$BRK" run -c "$1" </dev/null; }
 mkdir -p "$work/ro-config/brokered"
 echo '{"sandbox": {"readOnlyMounts": true}}' >"$work/ro-config/brokered/settings.json"
+# sandbox.copyOnWrite (root only: a mount namespace and an overlay); the merge is timed too
+run_brokered-cow() { XDG_CONFIG_HOME=$work/cow-config "$BRK" run -c "$1" </dev/null; }
+mkdir -p "$work/cow-config/brokered"
+echo '{"sandbox": {"copyOnWrite": true}}' >"$work/cow-config/brokered/settings.json"
 run_bwrap() { bwrap --ro-bind / / --bind "$WS" "$WS" --dev /dev --proc /proc --chdir "$WS" sh -c "$1"; }
 run_strace() { strace -f -o /dev/null sh -c "$1"; }
 run_codex() { codex sandbox -c 'sandbox_mode="workspace-write"' -- sh -c "$1" </dev/null; }
@@ -130,11 +134,12 @@ run_srt() { srt -s "$work/srt-settings.json" -c "$1" </dev/null; }
 
 want() { [ -z "$2" ] || [[ ",$2," == *",$1,"* ]]; }
 runners=(native)
-for r in brokered brokered-ro bwrap strace codex srt; do
+for r in brokered brokered-ro brokered-cow bwrap strace codex srt; do
 	want "$r" "$ONLY_P" || continue
 	case $r in
 	brokered) ok=1 ;;
 	brokered-ro) "$BRK" doctor 2>/dev/null | grep -q '\[ ok \] read-only mount namespace' && ok=1 || ok=0 ;;
+	brokered-cow) "$BRK" doctor 2>/dev/null | grep -q '\[ ok \] copy-on-write overlay' && ok=1 || ok=0 ;;
 	bwrap | strace | codex | srt) command -v "$r" >/dev/null && ok=1 || ok=0 ;;
 	esac
 	if [ $ok = 1 ]; then # must work here, with a write in the workspace
@@ -144,8 +149,8 @@ for r in brokered brokered-ro bwrap strace codex srt; do
 			ok=0
 		fi
 		cd "$work" && rm -rf "$WS" "$XDG_STATE_HOME"
-	elif [ "$r" = brokered-ro ]; then
-		echo "peers: brokered-ro needs a mount namespace (root; brokered doctor), left out" >&2
+	elif [ "$r" = brokered-ro ] || [ "$r" = brokered-cow ]; then
+		echo "peers: $r needs a mount namespace (root; brokered doctor), left out" >&2
 	else
 		echo "peers: $r not installed, left out (bench/install-peers.sh)" >&2
 	fi
@@ -155,7 +160,7 @@ done
 version() {
 	case $1 in
 	native) echo "$(uname -sr)" ;;
-	brokered | brokered-ro) echo "$(git -C "$top" describe --always --dirty 2>/dev/null) ($BRK_SRC, $(stat -c %y "$BRK_SRC" | cut -d. -f1))" ;;
+	brokered | brokered-ro | brokered-cow) echo "$(git -C "$top" describe --always --dirty 2>/dev/null) ($BRK_SRC, $(stat -c %y "$BRK_SRC" | cut -d. -f1))" ;;
 	bwrap) bwrap --version 2>/dev/null | head -1 ;;
 	strace) strace -V 2>/dev/null | head -1 ;;
 	codex) codex --version 2>/dev/null | head -1 ;;

@@ -169,6 +169,22 @@ void broker_add_prompt(struct broker *b, const char *path, unsigned access, cons
 /* Paths over the backup size limit, for the run's summary (NULL-terminated, owned). */
 char **broker_not_backed_up(const struct broker *b);
 
+/* ---- the merge of a copy-on-write run (sandbox.copyOnWrite; broker-merge.c) ---- */
+
+struct broker_merge_result {
+	size_t changes; /* entries of the upper layer applied */
+	size_t refused; /* changes the policy refused (prompts are recorded as such too) */
+	char *listed[20]; /* the first refused paths */
+	size_t n_listed;
+};
+/*
+ * Apply the upper layer upper_fd of the ended command's overlay to the workspace: each change
+ * decided, backed up and logged (phase "merge"). 0 when every change was merged or refused;
+ * -errno when one failed (what was not merged stays in the upper layer).
+ */
+int broker_merge(struct broker *b, int upper_fd, struct broker_merge_result *ret);
+void broker_merge_result_done(struct broker_merge_result *r);
+
 /* ---- the socket door (DESIGN section 5; served by ipc.c) ----
  *
  * Requests from cooperative clients over the Unix socket go through the same resolve, decide,

@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -81,6 +82,12 @@ int cli_doctor(int argc, char **argv)
 	     "fchmod, fchown, futimens and the xattr calls on a file descriptor are each one "
 	     "notification to the broker (write-heavy work is slower), and the kernel leaves "
 	     "metadata changes to the broker alone");
+	const char *pretend = getenv("BROKERED_PRETEND_MISSING");
+	line(probe_mount_ns() && sandbox_has_overlay() && !(pretend && strstr(pretend, "overlay")),
+	     "copy-on-write overlay of the workspace (sandbox.copyOnWrite)",
+	     getuid() == 0 ? "root" : "needs root",
+	     "every change in the workspace is one or more notifications to the broker while the "
+	     "command runs (write-heavy work is slower)");
 	printf("Network (sandbox.network): Unix sockets by path are decided by the broker on the "
 	       "socket\n"
 	       "  itself (pidfd_getfd); modes deny and proxy: TCP %s, UDP and the rest by the "

@@ -732,6 +732,29 @@ bool policy_metadata_follows_write(const struct policy *p)
 	return true;
 }
 
+const char *policy_copy_on_write_blocker(const struct policy *p)
+{
+	const unsigned changes = POLICY_ACCESS_WRITE | POLICY_ACCESS_DELETE | POLICY_ACCESS_METADATA;
+	for (size_t i = 0; i < p->n_rules; i++) {
+		const struct prule *r = &p->rules[i];
+		if (r->decision != POLICY_ALLOW || !(r->access & changes))
+			continue;
+		_cleanup_free_ char *dir = read_prefix_of(r);
+		if (!dir)
+			return "out of memory";
+		if (!path_is_under(dir, p->workspace))
+			return "a rule allows writes outside the workspace";
+	}
+	for (size_t i = 0; i < p->n_grants; i++)
+		if ((p->grants[i].access & changes) && !path_is_under(p->grants[i].path, p->workspace))
+			return "a grant allows writes outside the workspace";
+	for (size_t i = 0; i < p->n_read_restricted; i++)
+		if (path_is_under(p->read_restricted[i], p->workspace) ||
+		    path_is_under(p->workspace, p->read_restricted[i]))
+			return "reads are restricted in the workspace";
+	return NULL;
+}
+
 bool policy_needs_read_checks(const struct policy *p)
 {
 	return p->n_read_restricted > 0;

@@ -136,5 +136,13 @@ const char *const *policy_read_restricted(const struct policy *p, size_t *ret_n)
 /* Does every rule decide metadata changes as it decides writes? (Then a file open for writing
  * may have its metadata changed through that fd without asking: sandbox.readOnlyMounts.) */
 bool policy_metadata_follows_write(const struct policy *p);
+/*
+ * Can the command write through a copy-on-write overlay of the workspace (sandbox.copyOnWrite),
+ * with the policy decided when the changes are merged? NULL if so, else why not: a rule allows
+ * writes outside the workspace (there the command could then write nothing at all), or the
+ * workspace holds a path whose reads are restricted (Landlock's rules would not reach the
+ * overlay's files).
+ */
+const char *policy_copy_on_write_blocker(const struct policy *p);
 /* False when no read can be refused (no secrets, no read rules): reads need no check at all. */
 bool policy_needs_read_checks(const struct policy *p);

@@ -87,7 +87,14 @@ _noreturn_ static void child_main(const struct run_options *o, int sock,
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 
 	int r, stage = STAGE_MOUNTS;
-	if (sb->ro_mounts_scratch && (r = sandbox_read_only_mounts(sb->ro_mounts_scratch)) < 0)
+	if (sb->cow_workspace)
+		r = sandbox_copy_on_write_mounts(sb->ro_mounts_scratch, sb->cow_workspace,
+						 sb->cow_upper, sb->cow_work);
+	else if (sb->ro_mounts_scratch)
+		r = sandbox_read_only_mounts(sb->ro_mounts_scratch);
+	else
+		r = 0;
+	if (r < 0)
 		goto fail;
 	stage = STAGE_CAPS;
 	/* no_new_privs first: Landlock needs it once CAP_SYS_ADMIN is gone. */
@@ -99,6 +106,12 @@ _noreturn_ static void child_main(const struct run_options *o, int sock,
 		goto fail;
 	stage = STAGE_LANDLOCK;
 	if (ll) {
+		/* The overlay's directories exist only here: their rules are made here. */
+		if (sb->cow_workspace &&
+		    ((r = sandbox_landlock_allow_writes(ll, sb->cow_workspace)) < 0 ||
+		     (sandbox_cow_private_shm(sb->ro_mounts_scratch, sb->cow_workspace) &&
+		      (r = sandbox_landlock_allow_writes(ll, "/dev/shm")) < 0)))
+			goto fail;
 		if ((r = sandbox_landlock_apply(ll)) < 0)
 			goto fail;
 		close(ll->ruleset_fd);
@@ -127,7 +140,8 @@ fail:
 }
 
 static const char *const stage_table[] = {
-    [STAGE_MOUNTS] = "make the read-only mount namespace (sandbox.readOnlyMounts)",
+    [STAGE_MOUNTS] = "make the read-only mount namespace (sandbox.readOnlyMounts, "
+		     "sandbox.copyOnWrite)",
     [STAGE_CAPS] = "drop capabilities",
     [STAGE_LANDLOCK] = "enforce the Landlock ruleset",
     [STAGE_SECCOMP] = "install the seccomp filter",

@@ -270,6 +270,7 @@ struct run_ctx {
 	struct sandbox_features feat;
 	bool landlock;	/* false only in --degraded mode on a kernel without it */
 	bool ro_mounts; /* sandbox.readOnlyMounts in effect (sandbox.h) */
+	bool cow;	/* sandbox.copyOnWrite in effect (implies ro_mounts) */
 	struct settings *settings;
 	struct policy *policy;
 	struct store *store;
@@ -633,6 +634,64 @@ static int setup_store(struct run_ctx *c)
 }
 
 /* The Landlock ruleset and the seccomp filter the child installs, the proxy, the environment. */
+/* The mount a path is on (statx), 0 if it cannot be told. */
+static uint64_t mount_of(const char *path)
+{
+	struct statx x;
+	if (statx(AT_FDCWD, path, 0, STATX_MNT_ID, &x) < 0 || !(x.stx_mask & STATX_MNT_ID))
+		return 0;
+	return x.stx_mnt_id;
+}
+
+/* Why sandbox.copyOnWrite cannot be had for this run, or NULL. */
+static const char *copy_on_write_blocker(const struct run_ctx *c, bool mount_ns)
+{
+	const char *pretend = getenv("BROKERED_PRETEND_MISSING");
+	if (!mount_ns)
+		return "it needs Landlock and a mount namespace of its own (root)";
+	if (!sandbox_has_overlay() || (pretend && strstr(pretend, "overlay")))
+		return "the kernel offers no overlay file system";
+	const char *why = policy_copy_on_write_blocker(c->policy);
+	if (why)
+		return why;
+	if (path_is_under(c->state_dir, c->workspace) || path_is_under(c->workspace, c->state_dir) ||
+	    path_is_under(c->scratch, c->workspace))
+		return "the state or scratch directory is inside the workspace";
+	uint64_t ws = mount_of(c->workspace);
+	if (!ws || ws != mount_of(c->state_dir))
+		return "the state directory is not on the workspace's mount (the merge renames "
+		       "between them)";
+	return NULL;
+}
+
+/* The overlay's upper and work dirs for one attempt, in <state>/cow/; the upper one starts with
+ * the workspace's mode and owner (the overlay shows them as the workspace's). */
+static int cow_prepare(const struct run_ctx *c, char **ret_dir)
+{
+	_cleanup_free_ char *top = NULL, *dir = NULL;
+	if (asprintf(&top, "%s/cow", c->state_dir) < 0 ||
+	    asprintf(&dir, "%s/cow/run-%d-XXXXXX", c->state_dir, (int)getpid()) < 0)
+		return log_error_errno(ENOMEM, "Out of memory");
+	if (mkdir(top, 0700) < 0 && errno != EEXIST)
+		return log_error_errno(errno, "Failed to create %s: %m", top);
+	if (!mkdtemp(dir))
+		return log_error_errno(errno, "Failed to create a directory in %s: %m", top);
+	struct stat st;
+	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int r = 0;
+	if (fd < 0 || stat(c->workspace, &st) < 0 || mkdirat(fd, "upper", 0700) < 0 ||
+	    mkdirat(fd, "work", 0700) < 0 ||
+	    fchownat(fd, "upper", st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    fchmodat(fd, "upper", st.st_mode & 07777, 0) < 0)
+		r = log_error_errno(errno, "Failed to prepare the overlay in %s: %m", dir);
+	if (r < 0) {
+		(void)rm_rf_at(AT_FDCWD, dir);
+		return r;
+	}
+	*ret_dir = TAKE_PTR(dir);
+	return 0;
+}
+
 static int setup_sandbox(struct run_ctx *c)
 {
 	int r = read_deny_list(c);
@@ -652,11 +711,21 @@ static int setup_sandbox(struct run_ctx *c)
 	const char *pretend = getenv("BROKERED_PRETEND_MISSING");
 	/* Without Landlock the command could reach our mounts through /proc/PID/root; a rule that
 	 * tells metadata from writes needs to see fchmod & co. on the files it may write. */
-	c->ro_mounts = c->settings->read_only_mounts && c->landlock &&
-		       policy_metadata_follows_write(c->policy) && sandbox_can_make_mount_ns() &&
-		       !(pretend && strstr(pretend, "mountns"));
-	if ((r = sandbox_build_filter(&c->prog, c->net->mode != SETTINGS_NET_ALLOW, c->ro_mounts)) <
-	    0)
+	bool mount_ns = c->landlock && sandbox_can_make_mount_ns() &&
+			!(pretend && strstr(pretend, "mountns"));
+	c->ro_mounts = c->settings->read_only_mounts && mount_ns &&
+		       policy_metadata_follows_write(c->policy);
+	if (c->settings->copy_on_write) {
+		const char *why = copy_on_write_blocker(c, mount_ns);
+		if (why)
+			log_warning("sandbox.copyOnWrite is off for this run: %s.", why);
+		c->cow = !why;
+		c->ro_mounts |= c->cow;
+	}
+	enum sandbox_mounts mounts = c->cow	   ? SANDBOX_MOUNTS_COPY_ON_WRITE
+				     : c->ro_mounts ? SANDBOX_MOUNTS_READ_ONLY
+						    : SANDBOX_MOUNTS_SHARED;
+	if ((r = sandbox_build_filter(&c->prog, c->net->mode != SETTINGS_NET_ALLOW, mounts)) < 0)
 		return log_error_errno(r, "Failed to build the seccomp filter: %m");
 	phase("seccomp filter");
 	if (c->net->mode == SETTINGS_NET_PROXY && (r = start_proxy(c)) < 0)
@@ -697,6 +766,8 @@ struct attempt {
 	struct broker *broker;
 	int exit_status;
 	bool started;
+	struct broker_merge_result merge; /* sandbox.copyOnWrite */
+	bool merge_failed;
 };
 
 static void attempt_done(struct attempt *a)
@@ -705,6 +776,7 @@ static void attempt_done(struct attempt *a)
 		store_turn_free(a->turn);
 	broker_free(a->broker);
 	free(a->turn_id);
+	broker_merge_result_done(&a->merge);
 	*a = (struct attempt){0};
 }
 
@@ -816,10 +888,44 @@ static int attempt_finish(struct run_ctx *c, struct attempt *a)
 	return 0;
 }
 
+/* After the command: its changes into the workspace. The layers go, unless a change could not
+ * be merged (then they stay, named). */
+static void cow_merge(const struct run_ctx *c, struct attempt *a, char **dir)
+{
+	_cleanup_free_ char *upper = NULL;
+	if (asprintf(&upper, "%s/upper", *dir) < 0) {
+		log_error_errno(ENOMEM, "Out of memory");
+		return;
+	}
+	_cleanup_close_ int fd = open(upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int r = fd < 0 ? negative_errno() : broker_merge(a->broker, fd, &a->merge);
+	phase("copy-on-write merge");
+	if (r < 0) {
+		log_error_errno(r,
+				"Failed to merge some of the command's changes into the workspace "
+				"(%m); they are kept in %s",
+				upper);
+		a->merge_failed = true;
+	} else {
+		(void)rm_rf_at(AT_FDCWD, *dir);
+	}
+	if (a->merge.refused) {
+		log_error("%zu change(s) of the command were refused by the policy and not merged "
+			  "into the workspace:",
+			  a->merge.refused);
+		for (size_t i = 0; i < a->merge.n_listed; i++)
+			log_error("  %s", a->merge.listed[i]);
+	}
+	(void)c;
+	free(*dir);
+	*dir = NULL;
+}
+
 static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 {
 	struct supervisor *sv = NULL;
 	struct ipc_server *ipc = NULL;
+	char *cow_dir = NULL;
 	sigset_t oldmask;
 	a->exit_status = RUN_EXIT_FAILURE;
 
@@ -840,11 +946,21 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 	phase("broker and socket ready");
 
 	struct run_state rs = {.listener = -1};
+	_cleanup_free_ char *upper = NULL, *work = NULL;
+	if (c->cow && ((r = cow_prepare(c, &cow_dir)) < 0 ||
+		       asprintf(&upper, "%s/upper", cow_dir) < 0 ||
+		       asprintf(&work, "%s/work", cow_dir) < 0)) {
+		r = r < 0 ? r : log_error_errno(ENOMEM, "Out of memory");
+		goto out;
+	}
 	const struct run_child_sandbox sb = {
 	    .landlock = c->landlock ? &c->ll : NULL,
 	    .prog = &c->prog,
 	    .wait_killable = c->feat.wait_killable,
 	    .ro_mounts_scratch = c->ro_mounts ? c->scratch : NULL,
+	    .cow_workspace = c->cow ? c->workspace : NULL,
+	    .cow_upper = upper,
+	    .cow_work = work,
 	    .oldmask = &oldmask,
 	};
 	rs.listener = run_child_start(c->o, &sb, sfd, &rs.child);
@@ -872,8 +988,13 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 		;
 	safe_close(rs.listener);
 	a->exit_status = rs.child_done ? status_to_exit(rs.child_status) : RUN_EXIT_FAILURE;
+	if (cow_dir)
+		cow_merge(c, a, &cow_dir);
 	r = attempt_finish(c, a);
 out:
+	if (cow_dir) /* the command never started */
+		(void)rm_rf_at(AT_FDCWD, cow_dir);
+	free(cow_dir);
 	ipc_server_free(ipc);
 	supervisor_free(sv);
 	safe_close(sfd);
@@ -1091,6 +1212,10 @@ static int attempt_last(struct run_ctx *c, struct attempt *a, const char *msg, i
 	size_t np;
 	(void)broker_prompts(a->broker, &np);
 	int ret = a->exit_status;
+	if (a->merge_failed)
+		ret = RUN_EXIT_FAILURE;
+	else if (ret == 0 && a->merge.refused)
+		ret = RUN_EXIT_NOT_MERGED;
 	if (c->o->json)
 		print_json_report(c, a, np ? RUN_EXIT_APPROVAL : ret, n);
 	if (np)

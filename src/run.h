@@ -30,3 +30,6 @@ int run_command(const struct run_options *o);
 #define RUN_EXIT_NOT_FOUND   127
 /* Some access needs the user's approval and none was given (rerun with --approve). */
 #define RUN_EXIT_APPROVAL 120
+/* sandbox.copyOnWrite: the command exited 0, but the policy refused some of its changes, which
+ * were left out of the workspace. */
+#define RUN_EXIT_NOT_MERGED 121

@@ -274,12 +274,18 @@ static int notify_masked(scmp_filter_ctx ctx, int nr, int argno, uint64_t mask)
 
 /* Every syscall of the table (syscall-table.h) that this architecture has, under its row's
  * condition: the decoder reads the same rows. */
-static int build_notify_rules(scmp_filter_ctx ctx, bool ro_mounts)
+static int build_notify_rules(scmp_filter_ctx ctx, enum sandbox_mounts mounts)
 {
+	bool ro_mounts = mounts != SANDBOX_MOUNTS_SHARED;
 	for (size_t i = 0; i < syscall_table_size; i++) {
 		const struct syscall_row *row = &syscall_table[i];
 		int nr = syscall_row_nr(row), r = 0;
 		if (nr < 0)
+			continue;
+		/* Copy-on-write: the kernel performs every file change (on the overlay, or EROFS);
+		 * access(W_OK) is the overlay's own answer. chroot and the sockets stay. */
+		if (mounts == SANDBOX_MOUNTS_COPY_ON_WRITE &&
+		    (row->op < BROKER_OP_CONNECT || row->op == SYSCALL_OP_ACCESS))
 			continue;
 		switch (row->notify) {
 		case SYSCALL_NOTIFY_ALWAYS:
@@ -377,12 +383,12 @@ static int build_socket_rules(scmp_filter_ctx ctx, bool restrict_ip)
 	return 0;
 }
 
-static int build_rules(scmp_filter_ctx ctx, bool restrict_ip, bool ro_mounts)
+static int build_rules(scmp_filter_ctx ctx, bool restrict_ip, enum sandbox_mounts mounts)
 {
 	int r = 0;
 	if ((r = build_socket_rules(ctx, restrict_ip)) < 0)
 		return r;
-	if ((r = build_notify_rules(ctx, ro_mounts)) < 0)
+	if ((r = build_notify_rules(ctx, mounts)) < 0)
 		return r;
 
 	/* Refused: would bypass seccomp (io_uring), change the file system view, or reach files
@@ -441,7 +447,7 @@ static int build_rules(scmp_filter_ctx ctx, bool restrict_ip, bool ro_mounts)
 	return 0;
 }
 
-int sandbox_build_filter(struct sock_fprog *prog, bool restrict_ip, bool ro_mounts)
+int sandbox_build_filter(struct sock_fprog *prog, bool restrict_ip, enum sandbox_mounts mounts)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 	if (!ctx)
@@ -452,7 +458,7 @@ int sandbox_build_filter(struct sock_fprog *prog, bool restrict_ip, bool ro_moun
 	    (r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0)) < 0 ||
 	    (r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0)
 		goto out;
-	if ((r = build_rules(ctx, restrict_ip, ro_mounts)) < 0)
+	if ((r = build_rules(ctx, restrict_ip, mounts)) < 0)
 		goto out;
 	int mfd = memfd_create("brokered-bpf", MFD_CLOEXEC);
 	if (mfd < 0) {
@@ -507,23 +513,130 @@ bool sandbox_can_make_mount_ns(void)
 	return d[CAP_SYS_ADMIN / 32].effective & (1u << (CAP_SYS_ADMIN % 32));
 }
 
-int sandbox_read_only_mounts(const char *scratch_dir)
+/* A mount namespace of our own, where nothing reaches the parent's, with the scratch dir a mount of
+ * its own (on itself), writable again later. */
+static int private_namespace(const char *scratch_dir)
 {
 	if (unshare(CLONE_NEWNS) < 0)
 		return negative_errno();
 	/* Nothing done here reaches the parent's namespace; its new mounts still show up here. */
 	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
 		return negative_errno();
-	/* The scratch dir on itself: a mount of its own, writable again below. */
 	if (mount(scratch_dir, scratch_dir, NULL, MS_BIND, NULL) < 0)
 		return negative_errno();
+	return 0;
+}
+
+/* Every mount read-only, but the mounts at the n paths of writable (NULL entries skipped). */
+static int read_only_but(const char *const *writable, size_t n)
+{
 	struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
 	if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof ro) < 0)
 		return negative_errno();
 	struct mount_attr rw = {.attr_clr = MOUNT_ATTR_RDONLY};
-	if (syscall(SYS_mount_setattr, AT_FDCWD, scratch_dir, 0, &rw, sizeof rw) < 0)
+	for (size_t i = 0; i < n; i++)
+		if (writable[i] &&
+		    syscall(SYS_mount_setattr, AT_FDCWD, writable[i], 0, &rw, sizeof rw) < 0)
+			return negative_errno();
+	return 0;
+}
+
+int sandbox_read_only_mounts(const char *scratch_dir)
+{
+	int r = private_namespace(scratch_dir);
+	if (r < 0)
+		return r;
+	return read_only_but(&scratch_dir, 1);
+}
+
+/* An overlay superblock (fsopen) over lower with this upper and work dir, every layer given as
+ * one literal path ("lowerdir+": no escaping of ':' or ','); renamed directories recorded as
+ * redirects (redirect_dir: the merge follows them), and the features off whose on-disk forms the
+ * merge does not read: metadata-only copies (metacopy), the inode index (index). Returns the fs
+ * context fd, or -errno. */
+static int overlay_context(const char *lower, const char *upper, const char *work)
+{
+	int fs = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
+	if (fs < 0)
+		return negative_errno();
+	static const char *const off[] = {"metacopy", "index"};
+	int r = 0;
+	if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "lowerdir+", lower, 0) < 0 ||
+	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "upperdir", upper, 0) < 0 ||
+	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "workdir", work, 0) < 0)
+		r = negative_errno();
+	for (size_t i = 0; r >= 0 && i < ELEMENTSOF(off); i++)
+		if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, off[i], "off", 0) < 0)
+			r = negative_errno();
+	if (r >= 0 && syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "redirect_dir", "on", 0) < 0)
+		r = negative_errno();
+	if (r >= 0 && syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		r = negative_errno();
+	if (r < 0) {
+		close(fs);
+		return r;
+	}
+	return fs;
+}
+
+static int mount_overlay(const char *target, const char *upper, const char *work)
+{
+	int fs = overlay_context(target, upper, work);
+	if (fs < 0)
+		return fs;
+	int mnt = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, 0);
+	int r = mnt < 0 ? negative_errno() : 0;
+	close(fs);
+	if (r >= 0 && syscall(SYS_move_mount, mnt, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		r = negative_errno();
+	if (mnt >= 0)
+		close(mnt);
+	return r;
+}
+
+int sandbox_copy_on_write_mounts(const char *scratch_dir, const char *workspace,
+				 const char *upper, const char *work)
+{
+	/* The working directory is the workspace's own below the overlay: look it up again. */
+	_cleanup_free_ char *cwd = get_current_dir_name();
+	int r = private_namespace(scratch_dir);
+	if (r < 0 || (r = mount_overlay(workspace, upper, work)) < 0)
+		return r;
+	/* POSIX shared memory and semaphores: a private tmpfs (nobody else's objects to meet). */
+	bool shm = sandbox_cow_private_shm(scratch_dir, workspace);
+	if (shm && mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") < 0)
+		return negative_errno();
+	const char *writable[] = {scratch_dir, workspace, shm ? "/dev/shm" : NULL};
+	if ((r = read_only_but(writable, ELEMENTSOF(writable))) < 0)
+		return r;
+	if (cwd && chdir(cwd) < 0)
 		return negative_errno();
 	return 0;
+}
+
+bool sandbox_cow_private_shm(const char *scratch_dir, const char *workspace)
+{
+	struct stat st;
+	return stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) &&
+	       !path_is_under(workspace, "/dev/shm") && !path_is_under(scratch_dir, "/dev/shm");
+}
+
+bool sandbox_has_overlay(void)
+{
+	/* Only a context: a superblock needs real layers. fsopen takes CAP_SYS_ADMIN. */
+	int fs = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
+	if (fs < 0)
+		return false;
+	bool ok = syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "redirect_dir", "on", 0) == 0 &&
+		  syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "metacopy", "off", 0) == 0 &&
+		  syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "index", "off", 0) == 0;
+	close(fs);
+	return ok;
+}
+
+int sandbox_landlock_allow_writes(const struct sandbox_landlock *ll, const char *path)
+{
+	return ll_allow_path(ll->ruleset_fd, path, ll->handled_fs, false);
 }
 
 int sandbox_drop_dangerous_caps(void)

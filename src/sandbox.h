@@ -50,9 +50,16 @@ int sandbox_landlock_prepare(const char *scratch_dir, const char *const *read_de
 /* In the child: restrict self. */
 int sandbox_landlock_apply(const struct sandbox_landlock *ll);
 
+/* What the command's mounts are, which decides what the filter must notify. */
+enum sandbox_mounts {
+	SANDBOX_MOUNTS_SHARED,	      /* ours: every change is notified */
+	SANDBOX_MOUNTS_READ_ONLY,     /* sandbox.readOnlyMounts */
+	SANDBOX_MOUNTS_COPY_ON_WRITE, /* sandbox.copyOnWrite: no file operation is notified */
+};
+
 /* The BPF program (malloc'd filter array in prog->filter). restrict_ip: network mode deny or
  * proxy (raw IP sockets and non-IP network families refused at socket()). */
-int sandbox_build_filter(struct sock_fprog *prog, bool restrict_ip, bool ro_mounts);
+int sandbox_build_filter(struct sock_fprog *prog, bool restrict_ip, enum sandbox_mounts mounts);
 /* In the child: no_new_privs + load the filter with a new listener; returns the listener fd. */
 int sandbox_install_filter(const struct sock_fprog *prog, bool wait_killable);
 /* In the child: drop capabilities a root-run command could use to get around the broker. */
@@ -70,3 +77,20 @@ int sandbox_drop_dangerous_caps(void);
 bool sandbox_can_make_mount_ns(void);
 /* In the child, before its capabilities are dropped. */
 int sandbox_read_only_mounts(const char *scratch_dir);
+
+/*
+ * Copy-on-write (sandbox.copyOnWrite): the read-only mounts above, and the workspace an overlay
+ * whose lower layer is the workspace itself and whose upper layer (upper, work: empty directories
+ * on the workspace's file system) takes every change; /dev/shm a private tmpfs. The broker merges
+ * the upper layer into the workspace when the command has ended (broker_merge()), deciding and
+ * backing up each change there. In the child, before its capabilities are dropped; it changes
+ * into its working directory again (the overlay's, where it is below the workspace).
+ */
+int sandbox_copy_on_write_mounts(const char *scratch_dir, const char *workspace,
+				 const char *upper, const char *work);
+/* Does the command get a /dev/shm of its own (not where the workspace or scratch dir is)? */
+bool sandbox_cow_private_shm(const char *scratch_dir, const char *workspace);
+/* Is an overlay with redirect_dir on, metacopy and index off to be had (the doctor's probe)? */
+bool sandbox_has_overlay(void);
+/* In the child, after the mounts: Landlock lets the command write below path (a directory). */
+int sandbox_landlock_allow_writes(const struct sandbox_landlock *ll, const char *path);

@@ -33,6 +33,7 @@ enum {
 	SET_NET_MODE = 1u << 9,
 	SET_NET_LOCALHOST = 1u << 10,
 	SET_READ_ONLY_MOUNTS = 1u << 11,
+	SET_COPY_ON_WRITE = 1u << 12,
 };
 
 /* One file being loaded: its values go into a scratch struct settings, merged on success. */
@@ -502,6 +503,8 @@ static int apply_leaf(struct loader *l, const char *key, const struct json_value
 		return apply_bool(l, key, v, SET_ALLOW_SETID, &s->allow_setid);
 	if (strcmp(key, "sandbox.readOnlyMounts") == 0)
 		return apply_bool(l, key, v, SET_READ_ONLY_MOUNTS, &s->read_only_mounts);
+	if (strcmp(key, "sandbox.copyOnWrite") == 0)
+		return apply_bool(l, key, v, SET_COPY_ON_WRITE, &s->copy_on_write);
 	if (strcmp(key, "sandbox.git.allowHooks") == 0)
 		return apply_bool(l, key, v, SET_GIT_HOOKS, &s->git_allow_hooks);
 	if (strcmp(key, "sandbox.git.allowExecConfig") == 0)
@@ -597,6 +600,7 @@ static const struct {
     SCALAR(SET_NET_MODE, net_mode),
     SCALAR(SET_NET_LOCALHOST, net_allow_localhost),
     SCALAR(SET_READ_ONLY_MOUNTS, read_only_mounts),
+    SCALAR(SET_COPY_ON_WRITE, copy_on_write),
 };
 
 /* Move the lists of src onto the end of dst's, and the scalars src's file set; no failure after

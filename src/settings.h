@@ -26,6 +26,11 @@
  *                                   its scratch dir, and the files the broker opens for it stay
  *                                   writable, so their fchmod & co. need no notification (faster;
  *                                   on a file the command opened itself they fail with EROFS)
+ *   sandbox.copyOnWrite             bool, default false (ours): where brokered may make a mount
+ *                                   namespace and an overlay (root), the command writes the
+ *                                   workspace through an overlay, with no notification, and the
+ *                                   broker merges its changes when it ends, deciding and backing
+ *                                   up each one then (the fastest; see README)
  *   sandbox.deleteMode              "unlink" (default) or "trash": intercepted deletes go to the
  *                                   freedesktop.org trash (ours)
  *   sandbox.git.allowHooks          bool, default false: hooks written inside need no approval
@@ -97,6 +102,7 @@ struct settings {
 	bool backup_sync;	    /* sandbox.fileBackup.sync, default true */
 	bool allow_setid;	    /* sandbox.allowSetid, default false */
 	bool read_only_mounts;	    /* sandbox.readOnlyMounts, default false */
+	bool copy_on_write;	    /* sandbox.copyOnWrite, default false */
 	bool git_allow_hooks;	    /* sandbox.git.allowHooks, default false */
 	bool git_allow_exec_config; /* sandbox.git.allowExecConfig, default false */
 	enum settings_net_mode net_mode;

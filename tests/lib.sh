@@ -28,10 +28,12 @@ mkdir -p "$XDG_STATE_HOME" "$XDG_CONFIG_HOME"
 # the run time. The store's own scripts (t03*) and unit tests keep the durable path
 # (BROKERED_TEST_DURABLE=1 before sourcing this file).
 # BROKERED_TEST_READ_ONLY_MOUNTS=1: the script runs with sandbox.readOnlyMounts (tests/run.sh runs
-# some scripts again that way as root).
+# some scripts again that way as root). BROKERED_TEST_COPY_ON_WRITE=1: with sandbox.copyOnWrite
+# (the same, for the scripts whose behaviour that mode keeps).
 _settings=
 [ -z "${BROKERED_TEST_DURABLE:-}" ] && _settings='"fileBackup": {"sync": false}'
 [ -n "${BROKERED_TEST_READ_ONLY_MOUNTS:-}" ] && _settings="${_settings:+$_settings, }\"readOnlyMounts\": true"
+[ -n "${BROKERED_TEST_COPY_ON_WRITE:-}" ] && _settings="${_settings:+$_settings, }\"copyOnWrite\": true"
 if [ -n "$_settings" ]; then
 	mkdir -p "$XDG_CONFIG_HOME/brokered"
 	echo "{\"sandbox\": {$_settings}}" >"$XDG_CONFIG_HOME/brokered/settings.json"

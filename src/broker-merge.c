@@ -1,0 +1,639 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The merge of a copy-on-write run (sandbox.copyOnWrite; sandbox.h): the command wrote the
+ * workspace through an overlay, so every change it made is an entry of the overlay's upper layer.
+ * When the command has ended (every process of it gone, the overlay unmounted with its
+ * namespace), the broker applies them to the workspace, each decided by the policy, backed up
+ * and logged as if the command had made it then:
+ *
+ *   upper entry                          workspace                 what the merge does
+ *   whiteout (char device 0:0)           a file or a tree          removes it (UNLINK requests)
+ *   directory, not opaque                a directory               merges into it; mode, owner
+ *                                                                  (CHMOD/CHOWN requests), times
+ *   directory, opaque or new             anything or nothing       removes what is there, then
+ *                                                                  moves the new tree in
+ *   anything else                        a file, or nothing        moves it over (pre-image
+ *                                                                  first: kept by a link)
+ *
+ * Removals and metadata changes go through the common broker code (broker_handle_call) as host
+ * operations: the same resolve, decide, before-change, trash mode and audit line as an
+ * intercepted syscall. Creations and replacements are moved in from the upper layer by rename(2)
+ * (same file system: the layer is made there), each decided (write), checked by the git guard
+ * and recorded first. A new tree whose every path is allowed moves in with one rename after every
+ * path in it is recorded; otherwise it is made directory by directory, without the refused paths.
+ *
+ * A refused change is left out and counted; a prompt is recorded for the approval that follows
+ * the run, as for an intercepted call. The overlay's own extended attributes (trusted.overlay.*)
+ * are removed from what moves in. Set-ID bits are dropped unless sandbox.allowSetid. Whatever
+ * could not be merged stays in the upper layer, which the caller keeps then.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "basic/fd-util.h"
+#include "basic/fs-util.h"
+#include "basic/macro.h"
+#include "basic/path-util.h"
+#include "basic/strbuf.h"
+#include "broker-internal.h"
+#include "policy.h"
+#include "store.h"
+
+#define OVERLAY_XATTR_PREFIX "trusted.overlay."
+#define MERGE_REFUSED_LISTED 20
+
+struct merge {
+	struct broker *b;
+	struct broker_door door;
+	struct broker_merge_result *res;
+	int error; /* the first failure that left a change unmerged */
+};
+
+static bool is_whiteout(const struct stat *st)
+{
+	return S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0);
+}
+
+static void note_error(struct merge *m, int r)
+{
+	if (r < 0 && !m->error)
+		m->error = r;
+}
+
+static void note_refused(struct merge *m, const char *real)
+{
+	struct broker_merge_result *res = m->res;
+	res->refused++;
+	if (res->n_listed >= MERGE_REFUSED_LISTED)
+		return;
+	char *p = strdup(real);
+	if (p)
+		res->listed[res->n_listed++] = p;
+}
+
+/* A request of the merge door: the broker's own process stands in for the ended command. */
+static struct broker_req merge_req(enum broker_op op, const char *real)
+{
+	static pid_t self;
+	if (!self)
+		self = getpid();
+	return (struct broker_req){
+	    .op = op,
+	    .tid = self,
+	    .syscall_name = "merge",
+	    .dirfd = AT_FDCWD,
+	    .path = real,
+	    .fd = -1,
+	    .dirfd2 = AT_FDCWD,
+	};
+}
+
+/* One request through the common broker code: 0 or -errno; a refusal is counted. */
+static int merge_handle(struct merge *m, const struct broker_req *q)
+{
+	struct broker_resp resp;
+	m->door.logged = false;
+	broker_handle_call(m->b, &m->door, q, &resp);
+	int r = resp.kind == BROKER_RESP_ERROR ? (resp.value < 0 ? (int)resp.value : -EIO) : 0;
+	broker_resp_done(&resp);
+	if (r < 0 && m->door.logged && refused(m->door.decision))
+		note_refused(m, q->path);
+	else
+		note_error(m, r == -ENOENT ? 0 : r);
+	return r;
+}
+
+/* Remove trusted.overlay.* from dirfd/name (any type; symlinks through /proc). */
+static int strip_overlay_xattrs(int dirfd, const char *name)
+{
+	char p[64 + NAME_MAX];
+	snprintf(p, sizeof p, "/proc/self/fd/%d/%s", dirfd, name);
+	char buf[4096];
+	ssize_t n = llistxattr(p, buf, sizeof buf);
+	if (n < 0)
+		return errno == ENOTSUP ? 0 : negative_errno();
+	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1)
+		if (strncmp(buf + i, OVERLAY_XATTR_PREFIX, strlen(OVERLAY_XATTR_PREFIX)) == 0 &&
+		    lremovexattr(p, buf + i) < 0 && errno != ENODATA)
+			return negative_errno();
+	return 0;
+}
+
+static enum git_guard_make make_kind(mode_t mode)
+{
+	return S_ISDIR(mode) ? GIT_GUARD_MAKE_MKDIR
+	       : S_ISREG(mode) ? GIT_GUARD_MAKE_FILE
+			       : GIT_GUARD_MAKE_OTHER;
+}
+
+static enum broker_op make_op(mode_t mode)
+{
+	return S_ISDIR(mode) ? BROKER_OP_MKDIR
+	       : S_ISREG(mode) ? BROKER_OP_OPEN
+	       : S_ISLNK(mode) ? BROKER_OP_SYMLINK
+			       : BROKER_OP_MKNOD;
+}
+
+/* Drop set-ID bits the broker would not have let the command set (sandbox.allowSetid). */
+static int strip_setid(struct merge *m, int up_fd, const char *name, const struct stat *ust)
+{
+	if (S_ISLNK(ust->st_mode))
+		return 0;
+	mode_t keep = broker_setid_strip(m->b, ust->st_mode & 07777, S_ISDIR(ust->st_mode));
+	if (keep == (ust->st_mode & 07777))
+		return 0;
+	return fchmodat(up_fd, name, keep, 0) < 0 ? negative_errno() : 0;
+}
+
+/*
+ * The decision on making real (a new path, or one replaced), logged, with its pre-image taken
+ * when allowed: 1 allowed and recorded, 0 refused (counted), -errno.
+ */
+static int decide_make(struct merge *m, int ws_fd, const char *name, const char *real,
+		       const struct stat *ust, const struct stat *wst, bool record)
+{
+	struct broker_req q = merge_req(make_op(ust->st_mode), real);
+	if (S_ISLNK(ust->st_mode)) {
+		q.path = NULL;
+		q.path2 = real;
+	}
+	struct broker_call c;
+	broker_call_begin(&c, m->b, &m->door, &q, NULL, "merge");
+	c.log.real = real;
+	const char *reason = NULL;
+	enum decision d = broker_decide(&c, real, POLICY_ACCESS_WRITE, wst, &reason);
+	c.log.decision = d;
+	c.log.reason = reason;
+	int r = refused(d) ? -EACCES : broker_check_git_guard(&c, real, make_kind(ust->st_mode));
+	if (r >= 0 && record)
+		r = broker_before_change_st(&c, ws_fd, name, real, wst, wst ? STORE_REPLACE : 0);
+	broker_log_op(&c, r);
+	broker_call_end(&c);
+	if (r == -EACCES && refused(c.log.decision)) {
+		note_refused(m, real);
+		return 0;
+	}
+	if (r < 0)
+		return r;
+	return 1;
+}
+
+/* Remove what the workspace has at ws_fd/name (real), depth first: 1 if it is gone, 0 if a
+ * refusal keeps it (or something below it), -errno. */
+static int remove_tree(struct merge *m, int ws_fd, const char *name, const char *real,
+		       unsigned depth)
+{
+	struct stat st;
+	if (fstatat(ws_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 1 : negative_errno();
+	if (depth > BROKER_TREE_MAX_DEPTH)
+		return -ELOOP;
+	if (S_ISDIR(st.st_mode)) {
+		DIR *d = opendir_at(ws_fd, name);
+		if (!d)
+			return negative_errno();
+		struct dirent *de;
+		int r = 0;
+		bool kept = false;
+		while (r >= 0 && (errno = 0, de = readdir(d))) {
+			if (dot_or_dot_dot(de->d_name))
+				continue;
+			struct strbuf sb = STRBUF_INIT;
+			r = path_join(real, de->d_name, &sb);
+			if (r >= 0)
+				r = remove_tree(m, dirfd(d), de->d_name, strbuf_cstr(&sb), depth + 1);
+			strbuf_free(&sb);
+			kept |= r == 0;
+		}
+		closedir(d);
+		if (r < 0 || kept)
+			return MIN(r, 0);
+	}
+	struct broker_req q = merge_req(BROKER_OP_UNLINK, real);
+	q.flags = S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0;
+	int r;
+	if (m->door.delete_mode == BROKER_DELETE_TRASH) {
+		/* The common unlink code: it knows the trash. */
+		r = merge_handle(m, &q);
+		if (r == 0 || r == -ENOENT)
+			return 1;
+		return m->door.logged && refused(m->door.decision) ? 0 : r;
+	}
+	/* As the common unlink code does, on the name just looked at (nobody races the merge in
+	 * the sandbox: it is empty). */
+	struct broker_call c;
+	broker_call_begin(&c, m->b, &m->door, &q, NULL, "merge");
+	c.log.real = real;
+	const char *reason = NULL;
+	enum decision d = broker_decide(&c, real, POLICY_ACCESS_DELETE, &st, &reason);
+	c.log.decision = d;
+	c.log.reason = reason;
+	r = refused(d) ? -EACCES : 0;
+	if (r >= 0)
+		r = broker_before_change_st(&c, ws_fd, name, real, &st,
+					    S_ISDIR(st.st_mode)	  ? STORE_CONSUME
+					    : S_ISREG(st.st_mode) ? STORE_REPLACE
+								  : 0);
+	if (r >= 0 && unlinkat(ws_fd, name, q.flags) < 0)
+		r = negative_errno();
+	broker_log_op(&c, r);
+	broker_call_end(&c);
+	if (r >= 0)
+		return 1;
+	if (r == -EACCES && refused(d)) {
+		note_refused(m, real);
+		return 0;
+	}
+	return r;
+}
+
+/* Would every path of the new tree at up_fd/name be allowed, and is none set-ID? */
+static int tree_allowed(struct merge *m, int up_fd, const char *name, const char *real,
+			unsigned depth)
+{
+	struct stat st;
+	if (fstatat(up_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return negative_errno();
+	if (depth > BROKER_TREE_MAX_DEPTH || is_whiteout(&st))
+		return 0;
+	if (!S_ISLNK(st.st_mode) &&
+	    broker_setid_strip(m->b, st.st_mode & 07777, S_ISDIR(st.st_mode)) !=
+		(st.st_mode & 07777))
+		return 0;
+	const char *reason;
+	if (policy_check(m->b->policy, real, POLICY_ACCESS_WRITE, &reason) != POLICY_ALLOW ||
+	    !git_guard_name_allowed(real, make_kind(st.st_mode)))
+		return 0;
+	if (!S_ISDIR(st.st_mode))
+		return 1;
+	DIR *d = opendir_at(up_fd, name);
+	if (!d)
+		return negative_errno();
+	struct dirent *de;
+	int r = 1;
+	while (r > 0 && (de = readdir(d))) {
+		if (dot_or_dot_dot(de->d_name))
+			continue;
+		struct strbuf sb = STRBUF_INIT;
+		r = path_join(real, de->d_name, &sb);
+		if (r >= 0)
+			r = tree_allowed(m, dirfd(d), de->d_name, strbuf_cstr(&sb), depth + 1);
+		strbuf_free(&sb);
+	}
+	closedir(d);
+	return r;
+}
+
+/* Record (absent, logged) and clean every path below the new directory up_fd/name. */
+static int record_tree(struct merge *m, int up_fd, const char *name, const char *real,
+		       unsigned depth)
+{
+	DIR *d = opendir_at(up_fd, name);
+	if (!d)
+		return negative_errno();
+	struct dirent *de;
+	int r = 0;
+	while (r >= 0 && (de = readdir(d))) {
+		if (dot_or_dot_dot(de->d_name))
+			continue;
+		struct stat st;
+		struct strbuf sb = STRBUF_INIT;
+		r = path_join(real, de->d_name, &sb);
+		if (r >= 0 && fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			r = negative_errno();
+		if (r >= 0)
+			r = strip_overlay_xattrs(dirfd(d), de->d_name);
+		/* Below a directory that does not exist yet: recorded as absent, nothing to open. */
+		if (r >= 0) {
+			r = decide_make(m, -1, de->d_name, strbuf_cstr(&sb), &st, NULL, false);
+			if (r == 0)
+				r = -EACCES; /* tree_allowed() said otherwise a moment ago */
+		}
+		if (r >= 0 && m->b->turn && m->b->cfg.backup_enabled)
+			r = store_preimage_absent(m->b->turn, strbuf_cstr(&sb));
+		if (r >= 0 && S_ISDIR(st.st_mode))
+			r = record_tree(m, dirfd(d), de->d_name, strbuf_cstr(&sb), depth + 1);
+		strbuf_free(&sb);
+	}
+	closedir(d);
+	return r;
+}
+
+static int merge_dir(struct merge *m, int up_fd, int ws_fd, const char *real, unsigned depth);
+
+/* A directory the workspace does not have at ws_fd/name: moved in whole, or made and filled. */
+static int move_new_dir(struct merge *m, int up_fd, int ws_fd, const char *name, const char *real,
+			const struct stat *ust, unsigned depth)
+{
+	int r = tree_allowed(m, up_fd, name, real, depth);
+	if (r < 0)
+		return r;
+	if (r > 0) {
+		if ((r = strip_overlay_xattrs(up_fd, name)) < 0 ||
+		    (r = decide_make(m, ws_fd, name, real, ust, NULL, true)) <= 0)
+			return r;
+		if ((r = record_tree(m, up_fd, name, real, depth + 1)) < 0)
+			return r;
+		if (renameat2(up_fd, name, ws_fd, name, RENAME_NOREPLACE) < 0)
+			return negative_errno();
+		m->res->changes++;
+		return 0;
+	}
+	/* Something below is refused: the directory is made here, and what may be is merged. */
+	if ((r = decide_make(m, ws_fd, name, real, ust, NULL, true)) <= 0)
+		return r;
+	if (mkdirat(ws_fd, name, 0700) < 0)
+		return negative_errno();
+	_cleanup_close_ int wfd = openat(ws_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int ufd = openat(up_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (wfd < 0 || ufd < 0)
+		return negative_errno();
+	m->res->changes++;
+	if ((r = merge_dir(m, ufd, wfd, real, depth + 1)) < 0)
+		return r;
+	mode_t mode = broker_setid_strip(m->b, ust->st_mode & 07777, true);
+	struct timespec t[2] = {ust->st_atim, ust->st_mtim};
+	if (fchown(wfd, ust->st_uid, ust->st_gid) < 0 || fchmod(wfd, mode) < 0 ||
+	    futimens(wfd, t) < 0)
+		return negative_errno();
+	return 0;
+}
+
+/* Mode and owner of a directory both have: CHMOD/CHOWN requests where they differ. */
+static void merge_dir_meta(struct merge *m, const char *real, const struct stat *ust,
+			   const struct stat *wst)
+{
+	if ((ust->st_mode & 07777) != (wst->st_mode & 07777)) {
+		struct broker_req q = merge_req(BROKER_OP_CHMOD, real);
+		q.mode = ust->st_mode & 07777;
+		(void)merge_handle(m, &q);
+	}
+	if (ust->st_uid != wst->st_uid || ust->st_gid != wst->st_gid) {
+		struct broker_req q = merge_req(BROKER_OP_CHOWN, real);
+		q.uid = ust->st_uid;
+		q.gid = ust->st_gid;
+		(void)merge_handle(m, &q);
+	}
+}
+
+static int merge_entry(struct merge *m, int up_fd, int ws_fd, const char *name, const char *real,
+		       unsigned depth)
+{
+	struct stat ust, wst;
+	if (fstatat(up_fd, name, &ust, AT_SYMLINK_NOFOLLOW) < 0)
+		return negative_errno();
+	bool exists = fstatat(ws_fd, name, &wst, AT_SYMLINK_NOFOLLOW) == 0;
+	if (!exists && errno != ENOENT)
+		return negative_errno();
+	int r;
+	if (is_whiteout(&ust)) {
+		if (exists && (r = remove_tree(m, ws_fd, name, real, depth)) > 0)
+			m->res->changes++;
+		return exists ? MIN(r, 0) : 0;
+	}
+	if (S_ISDIR(ust.st_mode)) {
+		_cleanup_close_ int ufd =
+		    openat(up_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (ufd < 0)
+			return negative_errno();
+		char v[2];
+		bool opaque = fgetxattr(ufd, OVERLAY_XATTR_PREFIX "opaque", v, sizeof v) == 1 &&
+			      v[0] == 'y';
+		if (exists && S_ISDIR(wst.st_mode) && !opaque) {
+			_cleanup_close_ int wfd =
+			    openat(ws_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (wfd < 0)
+				return negative_errno();
+			merge_dir_meta(m, real, &ust, &wst);
+			if ((r = merge_dir(m, ufd, wfd, real, depth + 1)) < 0)
+				return r;
+			/* The directory's times as the command left them (the merge's own
+			 * changes in it moved them). */
+			struct timespec t[2] = {ust.st_atim, ust.st_mtim};
+			(void)futimens(wfd, t);
+			return 0;
+		}
+		/* Replaced (rmdir and mkdir, or another type before): the old one goes first. */
+		if (exists && (r = remove_tree(m, ws_fd, name, real, depth)) <= 0) {
+			if (r < 0 || !S_ISDIR(wst.st_mode))
+				return r;
+			/* Part of the old tree is refused: what the command put there joins it. */
+			_cleanup_close_ int wfd =
+			    openat(ws_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			return wfd < 0 ? negative_errno() : merge_dir(m, ufd, wfd, real, depth + 1);
+		}
+		return move_new_dir(m, up_fd, ws_fd, name, real, &ust, depth);
+	}
+	if (exists && S_ISDIR(wst.st_mode)) {
+		if ((r = remove_tree(m, ws_fd, name, real, depth)) <= 0) {
+			if (r == 0)
+				note_refused(m, real);
+			return r;
+		}
+		exists = false;
+	}
+	if ((r = strip_setid(m, up_fd, name, &ust)) < 0 ||
+	    (r = decide_make(m, ws_fd, name, real, &ust, exists ? &wst : NULL, true)) <= 0)
+		return r;
+	if ((r = strip_overlay_xattrs(up_fd, name)) < 0)
+		return r;
+	if (renameat(up_fd, name, ws_fd, name) < 0)
+		return negative_errno();
+	m->res->changes++;
+	return 0;
+}
+
+static int merge_dir(struct merge *m, int up_fd, int ws_fd, const char *real, unsigned depth)
+{
+	if (depth > BROKER_TREE_MAX_DEPTH)
+		return -ELOOP;
+	DIR *d = opendir_at(up_fd, ".");
+	if (!d)
+		return negative_errno();
+	struct dirent *de;
+	int r = 0;
+	while ((errno = 0, de = readdir(d))) {
+		if (dot_or_dot_dot(de->d_name))
+			continue;
+		struct strbuf sb = STRBUF_INIT;
+		int k = path_join(real, de->d_name, &sb);
+		if (k >= 0)
+			k = merge_entry(m, up_fd, ws_fd, de->d_name, strbuf_cstr(&sb), depth);
+		strbuf_free(&sb);
+		/* One change that failed leaves it in the upper layer; the others go on. */
+		note_error(m, k);
+		if (k == -ENOMEM)
+			r = k;
+	}
+	if (errno)
+		r = negative_errno();
+	closedir(d);
+	return r;
+}
+
+/* ---- renamed directories (redirect_dir) ---- */
+
+/* A directory the command renamed: the upper layer's target (relative to the workspace) names
+ * the lower directory it came from. */
+struct redirect {
+	char *target, *source;
+};
+
+struct redirects {
+	struct redirect *v;
+	size_t n;
+};
+
+static void redirects_done(struct redirects *rs)
+{
+	for (size_t i = 0; i < rs->n; i++) {
+		free(rs->v[i].target);
+		free(rs->v[i].source);
+	}
+	free(rs->v);
+}
+
+static int join_rel(const char *dir, const char *name, char **ret)
+{
+	return asprintf(ret, "%s%s%s", dir, *dir ? "/" : "", name) < 0 ? -ENOMEM : 0;
+}
+
+/* Walk the upper directory up_fd (at rel, whose lower directory is lower) for redirects, parents
+ * before what is below them. */
+static int collect_redirects(int up_fd, const char *rel, const char *lower, struct redirects *rs,
+			     unsigned depth)
+{
+	if (depth > BROKER_TREE_MAX_DEPTH)
+		return -ELOOP;
+	DIR *d = opendir_at(up_fd, ".");
+	if (!d)
+		return negative_errno();
+	struct dirent *de;
+	int r = 0;
+	while (r >= 0 && (de = readdir(d))) {
+		if (de->d_type != DT_DIR || dot_or_dot_dot(de->d_name))
+			continue;
+		_cleanup_close_ int fd =
+		    openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0) {
+			r = negative_errno();
+			break;
+		}
+		char v[PATH_MAX];
+		ssize_t n = fgetxattr(fd, OVERLAY_XATTR_PREFIX "redirect", v, sizeof v - 1);
+		_cleanup_free_ char *crel = NULL, *clower = NULL;
+		if ((r = join_rel(rel, de->d_name, &crel)) < 0)
+			break;
+		if (n > 0) {
+			v[n] = 0;
+			r = v[0] == '/' ? ((clower = strdup(v + 1)) ? 0 : -ENOMEM)
+					: join_rel(lower, v, &clower);
+			struct redirect *nv = r < 0 ? NULL : realloc(rs->v, (rs->n + 1) * sizeof *nv);
+			if (!nv) {
+				r = -ENOMEM;
+				break;
+			}
+			rs->v = nv;
+			char *t = strdup(crel), *f = strdup(clower);
+			if (!t || !f) {
+				free(t);
+				free(f);
+				r = -ENOMEM;
+				break;
+			}
+			rs->v[rs->n++] = (struct redirect){.target = t, .source = f};
+		} else if ((r = join_rel(lower, de->d_name, &clower)) < 0) {
+			break;
+		}
+		r = collect_redirects(fd, crel, clower, rs, depth + 1);
+	}
+	closedir(d);
+	return r;
+}
+
+/*
+ * Move each renamed directory into place in the workspace before the merge proper (whose
+ * whiteout at the old name then finds nothing to remove), through the common rename code: the
+ * source's tree recorded, the destination's paths recorded as absent. A source that an earlier
+ * rename moved is followed; a destination that exists already is a failure (left in the upper
+ * layer).
+ */
+static int apply_redirects(struct merge *m, int upper_fd)
+{
+	struct redirects rs = {0};
+	int r = collect_redirects(upper_fd, "", "", &rs, 0);
+	const char *ws = m->b->cfg.workspace;
+	for (size_t i = 0; r >= 0 && i < rs.n; i++) {
+		_cleanup_free_ char *src = strdup(rs.v[i].source);
+		for (size_t k = 0; src && k < i; k++) {
+			size_t fl = strlen(rs.v[k].source);
+			if (strncmp(src, rs.v[k].source, fl) == 0 && (!src[fl] || src[fl] == '/')) {
+				char *moved = NULL;
+				if (asprintf(&moved, "%s%s", rs.v[k].target, src + fl) < 0)
+					moved = NULL;
+				free(src);
+				src = moved;
+			}
+		}
+		_cleanup_free_ char *from = NULL, *to = NULL;
+		if (!src || asprintf(&from, "%s/%s", ws, src) < 0 ||
+		    asprintf(&to, "%s/%s", ws, rs.v[i].target) < 0) {
+			r = -ENOMEM;
+			break;
+		}
+		struct broker_req q = merge_req(BROKER_OP_RENAME, from);
+		q.path2 = to;
+		q.flags = RENAME_NOREPLACE;
+		if (merge_handle(m, &q) == 0) {
+			m->res->changes++;
+			/* later sources below it are followed from its new place */
+			free(rs.v[i].source);
+			rs.v[i].source = TAKE_PTR(src);
+		}
+	}
+	redirects_done(&rs);
+	return r;
+}
+
+int broker_merge(struct broker *b, int upper_fd, struct broker_merge_result *ret)
+{
+	*ret = (struct broker_merge_result){0};
+	struct merge m = {
+	    .b = b,
+	    .door = {.b = b, .host = true, .phase = "merge", .extra = "door=copy-on-write",
+		     .delete_mode = b->delete_mode},
+	    .res = ret,
+	};
+	_cleanup_close_ int ws_fd =
+	    openat(b->root_fd, b->cfg.workspace + 1, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (b->cfg.workspace[0] != '/' || ws_fd < 0)
+		return ws_fd < 0 ? negative_errno() : -EINVAL;
+	/* The workspace's own mode and owner, which its upper layer started with (the overlay
+	 * shows the upper root's): as the command left them. */
+	struct stat ust, wst;
+	if (fstat(upper_fd, &ust) == 0 && fstat(ws_fd, &wst) == 0)
+		merge_dir_meta(&m, b->cfg.workspace, &ust, &wst);
+	int r = apply_redirects(&m, upper_fd);
+	if (r >= 0)
+		r = merge_dir(&m, upper_fd, ws_fd, b->cfg.workspace, 0);
+	free(m.door.real);
+	free(m.door.real_to);
+	if (r < 0)
+		return r;
+	return m.error;
+}
+
+void broker_merge_result_done(struct broker_merge_result *r)
+{
+	for (size_t i = 0; i < r->n_listed; i++)
+		free(r->listed[i]);
+	*r = (struct broker_merge_result){0};
+}

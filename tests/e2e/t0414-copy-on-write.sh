@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# sandbox.copyOnWrite: where brokered may make a mount namespace and an overlay (root), the command
+# writes the workspace through an overlay with no notification, and the broker merges its changes
+# when it ends: each one decided by the policy, backed up and logged then (phase=merge). The
+# result is the native one; undo gives the tree back; a change the policy refuses is left out
+# (exit 121) and one that needs approval is a prompt (exit 120); writes outside the workspace fail
+# with EROFS; a user or a policy that cannot have the mode keeps the default one and is told why.
+. "$(dirname "$0")/../lib.sh"
+require_core
+need python3
+
+settings() { printf '%s\n' "$1" >"$XDG_CONFIG_HOME/brokered/settings.json"; }
+mkdir -p "$XDG_CONFIG_HOME/brokered"
+COW='"fileBackup": {"sync": false}, "copyOnWrite": true'
+settings "{\"sandbox\": {$COW}}"
+# fstype PATH...: the file system type the command sees at each path
+fstype() { brk run -- sh -c 'for p; do stat -f -c %T "$p"; done' sh "$@" 2>/dev/null | paste -sd' '; }
+
+if [ "$(id -u)" -ne 0 ] || ! "$BROKERED" doctor 2>/dev/null | grep -q '\[ ok \] copy-on-write overlay'; then
+	"$BROKERED" doctor | grep -q '\[MISS\] copy-on-write overlay'
+	ok $? "doctor: the copy-on-write overlay is missing here"
+	err=$(brk run -- sh -c 'printf x >f' 2>&1)
+	ok $? "fallback: the command runs"
+	case $err in *"sandbox.copyOnWrite is off for this run: it needs Landlock and a mount namespace"*) ok 0 "fallback: the run says why copy-on-write is off" ;;
+	*) ok 1 "fallback: the run says why copy-on-write is off (got: $err)" ;; esac
+	audit_has open "$WS/f" allow
+	ok $? "fallback: the write was brokered while the command ran (default mode)"
+	if [ "$(id -u)" -eq 0 ] && [ "${CI:-}" = true ]; then
+		ok 1 "CI=true as root: the copy-on-write overlay must be available"
+	fi
+	done_testing
+	exit
+fi
+
+# ---- the view: the workspace is an overlay, the rest read-only ----
+is "$(fstype "$WS" .)" "overlayfs overlayfs" "the command sees the workspace through an overlay"
+out=$(brk run -- sh -c 'printf x >"$1/o" 2>&1; echo $?' sh "$OUTSIDE" 2>&1)
+case $out in *"Read-only file system"*) ok 0 "a write outside the workspace fails with EROFS" ;;
+*) ok 1 "a write outside the workspace fails with EROFS (got: $out)" ;; esac
+[ ! -e "$OUTSIDE/o" ]
+ok $? "and nothing was written outside"
+out=$(brk run -- sh -c 'printf t >"$TMPDIR/t" && cat "$TMPDIR/t" && python3 -c "
+from multiprocessing import shared_memory
+m = shared_memory.SharedMemory(create=True, size=8); m.buf[0] = 7; print(m.buf[0]); m.close(); m.unlink()"' 2>&1)
+is "$out" "t7" "the scratch dir and POSIX shared memory are writable"
+cat >"$TEST_DIR/during.sh" <<'EOF'
+printf 'during\n' >seen-during
+test -e seen-during && echo inside
+EOF
+out=$(brk run -- sh -c ". '$TEST_DIR/during.sh'; test -e '$WS/seen-during' && echo visible" 2>&1)
+is "$out" "inside
+visible" "the command sees its own change at once"
+is "$(cat seen-during)" during "and the change is in the workspace once merged"
+
+# ---- a workload as natively, and undone ----
+setup_work() {
+	mkdir -p src/lib old/deep/er keep && printf 'one\ntwo\n' >src/a.txt && printf 'lib\n' >src/lib/l.c
+	printf 'x\n' >old/deep/er/f && printf 'k\n' >keep/k && chmod 640 keep/k && ln -s a.txt src/link
+	printf 'h\n' >keep/h1 && ln keep/h1 keep/h2 && mkdir -p mv-me/in && printf 'm\n' >mv-me/in/m
+	touch -d '2001-02-03 04:05:06' src/a.txt keep/k
+}
+cat >"$TEST_DIR/work.sh" <<'EOF'
+set -e
+sed -i 's/two/TWO/' src/a.txt
+printf 'new\n' >src/new.txt && mkdir -p gen/a/b && printf 'g\n' >gen/a/b/g && ln -s ../src gen/s
+rm -rf old && chmod 600 keep/k && chmod 750 src && touch -d '2002-01-01 00:00:00' keep/h1
+mkfifo fifo && mv mv-me moved && mv moved/in/m moved/m2 && rmdir moved/in
+rm keep/h2 && ln -s nowhere dangling && printf 'over\n' >over && mv over src/lib/l.c
+tar -cf t.tar src gen && mkdir x && tar -xf t.tar -C x && rm t.tar
+python3 -c 'import os; os.rename("x/gen", "x/gen2"); os.mkdir("d", 0o700)'
+echo done
+EOF
+twin_check "create, modify, delete, rename trees, chmod, links, fifo, tar" setup_work sh "$TEST_DIR/work.sh"
+times() { (cd "$1" && stat -c '%n %Y %h %u:%g' src keep/k keep/h1 x/src/a.txt moved 2>&1); }
+is "$(times "$TWIN_BRK")" "$(times "$TWIN_NAT")" "mtimes set by the command, owners and link counts as natively"
+after=$(tree_snapshot_full "$TWIN_BRK")
+log=$(audit_log | grep ' phase=merge ')
+case $log in *" op=unlink path=$TWIN_BRK/old/deep/er/f "*" decision=allow "*) ok 0 "the audit log has the merge's deletes" ;;
+*) ok 1 "the audit log has the merge's deletes" ;; esac
+audit_log | grep ' phase=merge ' | grep -q " op=open path=$TWIN_BRK/src/a.txt .* backup=saved"
+ok $? "the modified file was backed up at the merge (backup=saved)"
+(cd "$TWIN_BRK" && "$BROKERED" undo </dev/null >/dev/null 2>&1)
+ok $? "undo of that run"
+rm -rf "$TEST_DIR/fresh" && mkdir -p "$TEST_DIR/fresh" && (cd "$TEST_DIR/fresh" && setup_work)
+is_snap "$(tree_snapshot_any "$TWIN_BRK")" "$(tree_snapshot_any "$TEST_DIR/fresh")" \
+	"undo: the tree is as it was before the run"
+[ "$after" != "$(tree_snapshot_full "$TWIN_BRK")" ]
+ok $? "(the run had changed it)"
+[ -z "$(ls -A "$XDG_STATE_HOME/brokered/cow" 2>/dev/null)" ]
+ok $? "no overlay layers are left in the state dir"
+
+# ---- git: a repository made, committed, branched, a directory moved ----
+if command -v git >/dev/null; then
+	setup_git() { mkdir -p pkg && printf 'v1\n' >pkg/m.c; }
+	cat >"$TEST_DIR/git.sh" <<'EOF'
+set -e
+export GIT_AUTHOR_DATE='2001-01-01T00:00:00Z' GIT_COMMITTER_DATE='2001-01-01T00:00:00Z'
+git init -q -b main . && git add -A && git -c user.name=t -c user.email=t@e commit -qm one
+git checkout -qb topic && git mv pkg lib && printf 'v2\n' >lib/m.c
+git -c user.name=t -c user.email=t@e commit -qam two && git checkout -q main && git log --oneline | wc -l
+rm .git/index # a cache of inode numbers and times, never the same twice
+EOF
+	twin_check "git init, commit, branch, git mv of a directory, checkout" setup_git sh "$TEST_DIR/git.sh"
+	is "$(git -C "$TWIN_BRK" log --format=%H topic)" "$(git -C "$TWIN_NAT" log --format=%H topic)" \
+		"the user's git reads the same history"
+fi
+
+# ---- the policy at the merge: refused, prompted, set-ID ----
+printf 'mine\n' >kept
+out=$(brk run -- sh -c 'mkdir -p .brokered && printf x >.brokered/settings.json; printf y >allowed; printf z >kept' 2>&1)
+is "$?" 121 "a change the policy refuses: exit 121 though the command succeeded"
+[ ! -e .brokered/settings.json ] && [ "$(cat allowed)" = y ] && [ "$(cat kept)" = z ]
+ok $? "the refused change is left out, the others are merged"
+case $out in *"refused by the policy and not merged"*"$WS/.brokered"*) ok 0 "the run names what it left out" ;;
+*) ok 1 "the run names what it left out (got: $out)" ;; esac
+audit_log | grep ' phase=merge ' | grep -q " path=$WS/.brokered .*decision=deny"
+ok $? "the refusal is in the audit log (phase=merge, decision=deny)"
+
+mkdir -p repo/.git/hooks
+brk run -- sh -c 'printf "#!/bin/sh\n" >repo/.git/hooks/pre-commit && chmod +x repo/.git/hooks/pre-commit' \
+	</dev/null >/dev/null 2>&1
+is "$?" 120 "a hook written by the command needs approval: exit 120"
+[ ! -e repo/.git/hooks/pre-commit ]
+ok $? "and it is not in the workspace"
+
+printf '#!/bin/sh\n' >prog
+brk run -- sh -c 'chmod 4755 prog && cp prog prog2 && chmod 2755 prog2' >/dev/null 2>&1
+is "$(stat -c %a prog prog2 | paste -sd' ')" "755 755" "set-ID bits are dropped at the merge (sandbox.allowSetid off)"
+
+# ---- what cannot be merged stays, and says where ----
+mkdir -p sw1 sw2 && printf 1 >sw1/f && printf 2 >sw2/f
+out=$(brk run -- python3 -c 'import os; os.rename("sw1", "t"); os.rename("sw2", "sw1"); os.rename("t", "sw2")' 2>&1)
+is "$?" 125 "two directories swapped: the merge cannot place them (exit 125)"
+case $out in *"they are kept in $XDG_STATE_HOME/brokered/cow/"*) ok 0 "the run says where the unmerged changes are" ;;
+*) ok 1 "the run says where the unmerged changes are (got: $out)" ;; esac
+is "$(cat sw1/f sw2/f)" 12 "and the workspace holds the directories as they were"
+rm -rf "$XDG_STATE_HOME/brokered/cow"
+
+# ---- fallbacks: a rule that allows writes outside the workspace ----
+settings "{\"sandbox\": {$COW, \"fileSafety\": {\"rules\": [{\"path\": \"$OUTSIDE/w\", \"access\": \"write\", \"decision\": \"allow\"}]}}}"
+out=$(brk run -- sh -c 'printf w >"$1/w"' sh "$OUTSIDE" 2>&1)
+ok $? "a rule allowing writes outside the workspace: the write works"
+case $out in *"sandbox.copyOnWrite is off for this run: a rule allows writes outside the workspace"*) ok 0 "and the run says why copy-on-write is off" ;;
+*) ok 1 "and the run says why copy-on-write is off (got: $out)" ;; esac
+settings "{\"sandbox\": {$COW}}"
+BROKERED_PRETEND_MISSING=overlay "$BROKERED" doctor | grep -q '\[MISS\] copy-on-write overlay'
+ok $? "doctor says MISS without an overlay"
+
+done_testing
