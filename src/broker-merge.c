@@ -484,7 +484,8 @@ static int merge_dir(struct merge *m, int up_fd, int ws_fd, const char *real, un
 /* A directory the command renamed: the upper layer's target (relative to the workspace) names
  * the lower directory it came from. */
 struct redirect {
-	char *target, *source;
+	char *target, *source; /* source: as the lower layer had it, then where it was moved from */
+	bool applied, exchange, done; /* exchange: with the entry that was its swapped partner */
 };
 
 struct redirects {
@@ -534,6 +535,12 @@ static int collect_redirects(int up_fd, const char *rel, const char *lower, stru
 			break;
 		if (n > 0) {
 			v[n] = 0;
+			/* written by the overlay itself; still, nothing outside the workspace */
+			if (strcmp(v, "..") == 0 || strncmp(v, "../", 3) == 0 || strstr(v, "/../") ||
+			    (n >= 3 && strcmp(v + n - 3, "/..") == 0) || strchr(v, '\0') != v + n) {
+				r = -EINVAL;
+				break;
+			}
 			r = v[0] == '/' ? ((clower = strdup(v + 1)) ? 0 : -ENOMEM)
 					: join_rel(lower, v, &clower);
 			struct redirect *nv = r < 0 ? NULL : realloc(rs->v, (rs->n + 1) * sizeof *nv);
@@ -559,12 +566,39 @@ static int collect_redirects(int up_fd, const char *rel, const char *lower, stru
 	return r;
 }
 
+/* Where the lower path p is now, after the renames applied before entry i (malloc'd). */
+static char *moved_path(const struct redirects *rs, size_t i, const char *p)
+{
+	char *cur = strdup(p);
+	for (size_t k = 0; cur && k < i; k++) {
+		const struct redirect *e = &rs->v[k];
+		if (!e->applied)
+			continue;
+		const char *from = e->source, *to = e->target;
+		size_t fl = strlen(from), tl = strlen(to);
+		char *moved = NULL;
+		if (strncmp(cur, from, fl) == 0 && (!cur[fl] || cur[fl] == '/')) {
+			if (asprintf(&moved, "%s%s", to, cur + fl) < 0)
+				moved = NULL;
+		} else if (e->exchange && strncmp(cur, to, tl) == 0 && (!cur[tl] || cur[tl] == '/')) {
+			if (asprintf(&moved, "%s%s", from, cur + tl) < 0)
+				moved = NULL;
+		} else {
+			continue;
+		}
+		free(cur);
+		cur = moved;
+	}
+	return cur;
+}
+
 /*
  * Move each renamed directory into place in the workspace before the merge proper (whose
  * whiteout at the old name then finds nothing to remove), through the common rename code: the
  * source's tree recorded, the destination's paths recorded as absent. A source that an earlier
- * rename moved is followed; a destination that exists already is a failure (left in the upper
- * layer).
+ * rename moved is followed. Two directories that swapped names are exchanged (RENAME_EXCHANGE);
+ * what the workspace had at a destination otherwise is removed first (backed up), as the overlay
+ * hid it.
  */
 static int apply_redirects(struct merge *m, int upper_fd)
 {
@@ -572,17 +606,9 @@ static int apply_redirects(struct merge *m, int upper_fd)
 	int r = collect_redirects(upper_fd, "", "", &rs, 0);
 	const char *ws = m->b->cfg.workspace;
 	for (size_t i = 0; r >= 0 && i < rs.n; i++) {
-		_cleanup_free_ char *src = strdup(rs.v[i].source);
-		for (size_t k = 0; src && k < i; k++) {
-			size_t fl = strlen(rs.v[k].source);
-			if (strncmp(src, rs.v[k].source, fl) == 0 && (!src[fl] || src[fl] == '/')) {
-				char *moved = NULL;
-				if (asprintf(&moved, "%s%s", rs.v[k].target, src + fl) < 0)
-					moved = NULL;
-				free(src);
-				src = moved;
-			}
-		}
+		if (rs.v[i].done)
+			continue;
+		_cleanup_free_ char *src = moved_path(&rs, i, rs.v[i].source);
 		_cleanup_free_ char *from = NULL, *to = NULL;
 		if (!src || asprintf(&from, "%s/%s", ws, src) < 0 ||
 		    asprintf(&to, "%s/%s", ws, rs.v[i].target) < 0) {
@@ -592,11 +618,29 @@ static int apply_redirects(struct merge *m, int upper_fd)
 		struct broker_req q = merge_req(BROKER_OP_RENAME, from);
 		q.path2 = to;
 		q.flags = RENAME_NOREPLACE;
+		struct stat st;
+		size_t partner = rs.n;
+		if (fstatat(m->b->root_fd, to + 1, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+			for (size_t k = i + 1; k < rs.n && partner == rs.n; k++) {
+				_cleanup_free_ char *ks = moved_path(&rs, i, rs.v[k].source);
+				if (ks && !rs.v[k].done && strcmp(ks, rs.v[i].target) == 0 &&
+				    strcmp(rs.v[k].target, src) == 0)
+					partner = k;
+			}
+			if (partner < rs.n)
+				q.flags = RENAME_EXCHANGE;
+			else if (remove_tree(m, m->b->root_fd, to + 1, to, 0) <= 0)
+				continue; /* refused or failed: counted, the rename would fail */
+		}
 		if (merge_handle(m, &q) == 0) {
 			m->res->changes++;
 			/* later sources below it are followed from its new place */
 			free(rs.v[i].source);
 			rs.v[i].source = TAKE_PTR(src);
+			rs.v[i].applied = true;
+			rs.v[i].exchange = partner < rs.n;
+			if (partner < rs.n)
+				rs.v[partner].done = true;
 		}
 	}
 	redirects_done(&rs);

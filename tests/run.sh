@@ -170,6 +170,9 @@ root_only=" ${BROKERED_ROOT_ONLY-t0920-completions t0940-debian-package} "
 # matrix, names and paths, sockets, signals, the store's random turns, git, the syscalls that
 # differed from native, the escapes through .. and magic links.
 ro_mounts_too=" ${BROKERED_RO_MOUNTS_TOO-t0100-run-basics t0110-run-signals t0200-tools-workspace t0220-names-paths t0300-store-random t0402-escape-dotdot-magic t0800-net-unix t1000-git-flows t1100-transparency-syscalls} "
+# and these with sandbox.copyOnWrite: the store's scripts whose checks are about the files and the
+# turns (not the audit log's syscalls, which that mode logs as merged changes)
+cow_too=" ${BROKERED_COW_TOO-t0300-store-random t0320-store-cli t0340-store-settings t0350-store-full} "
 for s in "${scripts[@]}"; do
 	name=$(basename "$s" .sh)
 	for build in build build-san; do
@@ -185,6 +188,11 @@ for s in "${scripts[@]}"; do
 			start_job "$build/$name (uid 0, readOnlyMounts)" "$log_dir/$build-$name-ro.log" \
 				env "${san_env[@]}" BROKERED="$bin" HELPERS="$stage/$build/helpers" BROKERED_SRC="$stage/tree" \
 				BROKERED_TEST_READ_ONLY_MOUNTS=1 bash "$stage/tests/e2e/$name.sh"
+		fi
+		if [ "$(id -u)" = 0 ] && [ "$build" = build ] && [[ $cow_too == *" $name "* ]]; then
+			start_job "$build/$name (uid 0, copyOnWrite)" "$log_dir/$build-$name-cow.log" \
+				env "${san_env[@]}" BROKERED="$bin" HELPERS="$stage/$build/helpers" BROKERED_SRC="$stage/tree" \
+				BROKERED_TEST_COPY_ON_WRITE=1 bash "$stage/tests/e2e/$name.sh"
 		fi
 		if [ -n "$as_user" ] && [ "$build" = build ] && [[ $root_only != *" $name "* ]]; then
 			start_job "$build/$name ($as_user)" "$log_dir/$build-$name-user.log" \

@@ -237,7 +237,8 @@ static bool notified_none(const struct syscall_row *row, bool ro)
 static void filter(bool restrict_ip, bool ro)
 {
 	struct sock_fprog prog = {0};
-	int r = sandbox_build_filter(&prog, restrict_ip, ro);
+	int r = sandbox_build_filter(&prog, restrict_ip,
+				     ro ? SANDBOX_MOUNTS_READ_ONLY : SANDBOX_MOUNTS_SHARED);
 	if (!ok(r == 0, "filter (restrict_ip=%d, ro_mounts=%d) built", restrict_ip, ro))
 		return;
 	char mode[64];
@@ -307,6 +308,35 @@ static void filter(bool restrict_ip, bool ro)
 	struct seccomp_data foreign = {.nr = __NR_openat, .arch = FOREIGN_AUDIT_ARCH};
 	is_int(bpf_run(&prog, &foreign), SECCOMP_RET_ERRNO | ENOSYS, "%s: a foreign ABI: ENOSYS",
 	       mode);
+	free(prog.filter);
+}
+
+/* sandbox.copyOnWrite: the kernel performs every file change on the overlay (or refuses it with
+ * EROFS); only chroot and the socket calls with an address still go to the broker. */
+static void filter_copy_on_write(bool restrict_ip)
+{
+	struct sock_fprog prog = {0};
+	int r = sandbox_build_filter(&prog, restrict_ip, SANDBOX_MOUNTS_COPY_ON_WRITE);
+	if (!ok(r == 0, "copy-on-write filter (restrict_ip=%d) built", restrict_ip))
+		return;
+	int wrong = 0, sockets = 0;
+	for (int nr = 0; nr < BROKERED_NR_FUTURE_LIMIT; nr++) {
+		const struct syscall_row *row = syscall_table_find(nr);
+		bool all = notifies(run(&prog, nr, ~UINT64_C(0), -1, 0));
+		bool none = notifies(run(&prog, nr, 0, -1, 0));
+		bool want_all = row && (row->op == SYSCALL_OP_CHROOT || row->op >= BROKER_OP_CONNECT) &&
+				row->op != SYSCALL_OP_ACCESS;
+		bool want_none = want_all && row->notify == SYSCALL_NOTIFY_ALWAYS;
+		if (all != want_all || none != want_none) {
+			wrong++;
+			printf("# copy-on-write: nr %d (%s) all=%d none=%d\n", nr,
+			       row ? row->name : "not in the table", all, none);
+		}
+		sockets += want_all && row->op != SYSCALL_OP_CHROOT;
+	}
+	is_int(wrong, 0, "copy-on-write (restrict_ip=%d): no file operation is notified; chroot and "
+	       "the socket calls are, as their rows say", restrict_ip);
+	ok(sockets >= 4, "copy-on-write: the socket calls are in the filter (%d)", sockets);
 	free(prog.filter);
 }
 
@@ -656,6 +686,8 @@ int main(void)
 	filter(true, false);
 	filter(false, true);
 	filter(true, true);
+	filter_copy_on_write(false);
+	filter_copy_on_write(true);
 	if (syscall_buffers_new(&bufs) < 0)
 		abort();
 	decode_rows();
