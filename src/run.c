@@ -925,7 +925,7 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 {
 	struct supervisor *sv = NULL;
 	struct ipc_server *ipc = NULL;
-	char *cow_dir = NULL;
+	char *cow_dir = NULL, *upper = NULL, *work = NULL; /* sandbox.copyOnWrite */
 	sigset_t oldmask;
 	a->exit_status = RUN_EXIT_FAILURE;
 
@@ -946,7 +946,6 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 	phase("broker and socket ready");
 
 	struct run_state rs = {.listener = -1};
-	_cleanup_free_ char *upper = NULL, *work = NULL;
 	if (c->cow && ((r = cow_prepare(c, &cow_dir)) < 0 ||
 		       asprintf(&upper, "%s/upper", cow_dir) < 0 ||
 		       asprintf(&work, "%s/work", cow_dir) < 0)) {
@@ -995,6 +994,8 @@ out:
 	if (cow_dir) /* the command never started */
 		(void)rm_rf_at(AT_FDCWD, cow_dir);
 	free(cow_dir);
+	free(upper);
+	free(work);
 	ipc_server_free(ipc);
 	supervisor_free(sv);
 	safe_close(sfd);
