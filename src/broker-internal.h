@@ -138,8 +138,8 @@ int broker_check_git_guard(struct broker_call *c, const char *real, enum git_gua
 int broker_before_change(struct broker_call *c, int parent_fd, const char *name, const char *real,
 			 unsigned flags);
 /* The same for a name the caller has just looked at (st: its lstat(), NULL: absent). */
-int broker_before_change_st(struct broker_call *c, int parent_fd, const char *name, const char *real,
-			    const struct stat *st, unsigned flags);
+int broker_before_change_st(struct broker_call *c, int parent_fd, const char *name,
+			    const char *real, const struct stat *st, unsigned flags);
 /* The same for a name resolve_path() has just looked at: the store need not look again. */
 int broker_before_change_res(struct broker_call *c, const struct resolved *res, unsigned flags);
 

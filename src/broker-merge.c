@@ -129,14 +129,14 @@ static int strip_overlay_xattrs(int dirfd, const char *name)
 
 static enum git_guard_make make_kind(mode_t mode)
 {
-	return S_ISDIR(mode) ? GIT_GUARD_MAKE_MKDIR
+	return S_ISDIR(mode)   ? GIT_GUARD_MAKE_MKDIR
 	       : S_ISREG(mode) ? GIT_GUARD_MAKE_FILE
 			       : GIT_GUARD_MAKE_OTHER;
 }
 
 static enum broker_op make_op(mode_t mode)
 {
-	return S_ISDIR(mode) ? BROKER_OP_MKDIR
+	return S_ISDIR(mode)   ? BROKER_OP_MKDIR
 	       : S_ISREG(mode) ? BROKER_OP_OPEN
 	       : S_ISLNK(mode) ? BROKER_OP_SYMLINK
 			       : BROKER_OP_MKNOD;
@@ -209,7 +209,8 @@ static int remove_tree(struct merge *m, int ws_fd, const char *name, const char 
 			struct strbuf sb = STRBUF_INIT;
 			r = path_join(real, de->d_name, &sb);
 			if (r >= 0)
-				r = remove_tree(m, dirfd(d), de->d_name, strbuf_cstr(&sb), depth + 1);
+				r = remove_tree(m, dirfd(d), de->d_name, strbuf_cstr(&sb),
+						depth + 1);
 			strbuf_free(&sb);
 			kept |= r == 0;
 		}
@@ -264,9 +265,8 @@ static int tree_allowed(struct merge *m, int up_fd, const char *name, const char
 		return negative_errno();
 	if (depth > BROKER_TREE_MAX_DEPTH || is_whiteout(&st))
 		return 0;
-	if (!S_ISLNK(st.st_mode) &&
-	    broker_setid_strip(m->b, st.st_mode & 07777, S_ISDIR(st.st_mode)) !=
-		(st.st_mode & 07777))
+	if (!S_ISLNK(st.st_mode) && broker_setid_strip(m->b, st.st_mode & 07777,
+						       S_ISDIR(st.st_mode)) != (st.st_mode & 07777))
 		return 0;
 	const char *reason;
 	if (policy_check(m->b->policy, real, POLICY_ACCESS_WRITE, &reason) != POLICY_ALLOW ||
@@ -311,7 +311,8 @@ static int record_tree(struct merge *m, int up_fd, const char *name, const char 
 			r = negative_errno();
 		if (r >= 0)
 			r = strip_overlay_xattrs(dirfd(d), de->d_name);
-		/* Below a directory that does not exist yet: recorded as absent, nothing to open. */
+		/* Below a directory that does not exist yet: recorded as absent, nothing to open.
+		 */
 		if (r >= 0) {
 			r = decide_make(m, -1, de->d_name, strbuf_cstr(&sb), &st, NULL, false);
 			if (r == 0)
@@ -352,8 +353,10 @@ static int move_new_dir(struct merge *m, int up_fd, int ws_fd, const char *name,
 		return r;
 	if (mkdirat(ws_fd, name, 0700) < 0)
 		return negative_errno();
-	_cleanup_close_ int wfd = openat(ws_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	_cleanup_close_ int ufd = openat(up_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int wfd =
+	    openat(ws_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int ufd =
+	    openat(up_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (wfd < 0 || ufd < 0)
 		return negative_errno();
 	m->res->changes++;
@@ -405,8 +408,8 @@ static int merge_entry(struct merge *m, int up_fd, int ws_fd, const char *name, 
 		if (ufd < 0)
 			return negative_errno();
 		char v[2];
-		bool opaque = fgetxattr(ufd, OVERLAY_XATTR_PREFIX "opaque", v, sizeof v) == 1 &&
-			      v[0] == 'y';
+		bool opaque =
+		    fgetxattr(ufd, OVERLAY_XATTR_PREFIX "opaque", v, sizeof v) == 1 && v[0] == 'y';
 		if (exists && S_ISDIR(wst.st_mode) && !opaque) {
 			_cleanup_close_ int wfd =
 			    openat(ws_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -536,14 +539,16 @@ static int collect_redirects(int up_fd, const char *rel, const char *lower, stru
 		if (n > 0) {
 			v[n] = 0;
 			/* written by the overlay itself; still, nothing outside the workspace */
-			if (strcmp(v, "..") == 0 || strncmp(v, "../", 3) == 0 || strstr(v, "/../") ||
-			    (n >= 3 && strcmp(v + n - 3, "/..") == 0) || strchr(v, '\0') != v + n) {
+			if (strcmp(v, "..") == 0 || strncmp(v, "../", 3) == 0 ||
+			    strstr(v, "/../") || (n >= 3 && strcmp(v + n - 3, "/..") == 0) ||
+			    strchr(v, '\0') != v + n) {
 				r = -EINVAL;
 				break;
 			}
 			r = v[0] == '/' ? ((clower = strdup(v + 1)) ? 0 : -ENOMEM)
 					: join_rel(lower, v, &clower);
-			struct redirect *nv = r < 0 ? NULL : realloc(rs->v, (rs->n + 1) * sizeof *nv);
+			struct redirect *nv =
+			    r < 0 ? NULL : realloc(rs->v, (rs->n + 1) * sizeof *nv);
 			if (!nv) {
 				r = -ENOMEM;
 				break;
@@ -580,7 +585,8 @@ static char *moved_path(const struct redirects *rs, size_t i, const char *p)
 		if (strncmp(cur, from, fl) == 0 && (!cur[fl] || cur[fl] == '/')) {
 			if (asprintf(&moved, "%s%s", to, cur + fl) < 0)
 				moved = NULL;
-		} else if (e->exchange && strncmp(cur, to, tl) == 0 && (!cur[tl] || cur[tl] == '/')) {
+		} else if (e->exchange && strncmp(cur, to, tl) == 0 &&
+			   (!cur[tl] || cur[tl] == '/')) {
 			if (asprintf(&moved, "%s%s", from, cur + tl) < 0)
 				moved = NULL;
 		} else {
@@ -652,7 +658,10 @@ int broker_merge(struct broker *b, int upper_fd, struct broker_merge_result *ret
 	*ret = (struct broker_merge_result){0};
 	struct merge m = {
 	    .b = b,
-	    .door = {.b = b, .host = true, .phase = "merge", .extra = "door=copy-on-write",
+	    .door = {.b = b,
+		     .host = true,
+		     .phase = "merge",
+		     .extra = "door=copy-on-write",
 		     .delete_mode = b->delete_mode},
 	    .res = ret,
 	};

@@ -474,8 +474,8 @@ int broker_before_change(struct broker_call *c, int parent_fd, const char *name,
 	return before_change(c, parent_fd, name, real, NULL, 0, flags);
 }
 
-int broker_before_change_st(struct broker_call *c, int parent_fd, const char *name, const char *real,
-			    const struct stat *st, unsigned flags)
+int broker_before_change_st(struct broker_call *c, int parent_fd, const char *name,
+			    const char *real, const struct stat *st, unsigned flags)
 {
 	return before_change(c, parent_fd, name, real, st, 0, st ? flags : flags | STORE_ABSENT);
 }

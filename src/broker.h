@@ -172,8 +172,8 @@ char **broker_not_backed_up(const struct broker *b);
 /* ---- the merge of a copy-on-write run (sandbox.copyOnWrite; broker-merge.c) ---- */
 
 struct broker_merge_result {
-	size_t changes; /* entries of the upper layer applied */
-	size_t refused; /* changes the policy refused (prompts are recorded as such too) */
+	size_t changes;	  /* entries of the upper layer applied */
+	size_t refused;	  /* changes the policy refused (prompts are recorded as such too) */
 	char *listed[20]; /* the first refused paths */
 	size_t n_listed;
 };

@@ -734,7 +734,8 @@ bool policy_metadata_follows_write(const struct policy *p)
 
 const char *policy_copy_on_write_blocker(const struct policy *p)
 {
-	const unsigned changes = POLICY_ACCESS_WRITE | POLICY_ACCESS_DELETE | POLICY_ACCESS_METADATA;
+	const unsigned changes =
+	    POLICY_ACCESS_WRITE | POLICY_ACCESS_DELETE | POLICY_ACCESS_METADATA;
 	for (size_t i = 0; i < p->n_rules; i++) {
 		const struct prule *r = &p->rules[i];
 		if (r->decision != POLICY_ALLOW || !(r->access & changes))
@@ -746,7 +747,8 @@ const char *policy_copy_on_write_blocker(const struct policy *p)
 			return "a rule allows writes outside the workspace";
 	}
 	for (size_t i = 0; i < p->n_grants; i++)
-		if ((p->grants[i].access & changes) && !path_is_under(p->grants[i].path, p->workspace))
+		if ((p->grants[i].access & changes) &&
+		    !path_is_under(p->grants[i].path, p->workspace))
 			return "a grant allows writes outside the workspace";
 	for (size_t i = 0; i < p->n_read_restricted; i++)
 		if (path_is_under(p->read_restricted[i], p->workspace) ||

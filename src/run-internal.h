@@ -20,7 +20,7 @@ struct run_child_sandbox {
 	const char *ro_mounts_scratch; /* non-NULL: read-only mounts but this scratch dir */
 	/* sandbox.copyOnWrite (with ro_mounts_scratch): the workspace an overlay of these layers */
 	const char *cow_workspace, *cow_upper, *cow_work;
-	const sigset_t *oldmask;       /* the signal mask the command gets */
+	const sigset_t *oldmask; /* the signal mask the command gets */
 };
 
 /*

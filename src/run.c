@@ -654,8 +654,8 @@ static const char *copy_on_write_blocker(const struct run_ctx *c, bool mount_ns)
 	const char *why = policy_copy_on_write_blocker(c->policy);
 	if (why)
 		return why;
-	if (path_is_under(c->state_dir, c->workspace) || path_is_under(c->workspace, c->state_dir) ||
-	    path_is_under(c->scratch, c->workspace))
+	if (path_is_under(c->state_dir, c->workspace) ||
+	    path_is_under(c->workspace, c->state_dir) || path_is_under(c->scratch, c->workspace))
 		return "the state or scratch directory is inside the workspace";
 	uint64_t ws = mount_of(c->workspace);
 	if (!ws || ws != mount_of(c->state_dir))
@@ -711,10 +711,10 @@ static int setup_sandbox(struct run_ctx *c)
 	const char *pretend = getenv("BROKERED_PRETEND_MISSING");
 	/* Without Landlock the command could reach our mounts through /proc/PID/root; a rule that
 	 * tells metadata from writes needs to see fchmod & co. on the files it may write. */
-	bool mount_ns = c->landlock && sandbox_can_make_mount_ns() &&
-			!(pretend && strstr(pretend, "mountns"));
-	c->ro_mounts = c->settings->read_only_mounts && mount_ns &&
-		       policy_metadata_follows_write(c->policy);
+	bool mount_ns =
+	    c->landlock && sandbox_can_make_mount_ns() && !(pretend && strstr(pretend, "mountns"));
+	c->ro_mounts =
+	    c->settings->read_only_mounts && mount_ns && policy_metadata_follows_write(c->policy);
 	if (c->settings->copy_on_write) {
 		const char *why = copy_on_write_blocker(c, mount_ns);
 		if (why)
@@ -722,7 +722,7 @@ static int setup_sandbox(struct run_ctx *c)
 		c->cow = !why;
 		c->ro_mounts |= c->cow;
 	}
-	enum sandbox_mounts mounts = c->cow	   ? SANDBOX_MOUNTS_COPY_ON_WRITE
+	enum sandbox_mounts mounts = c->cow	    ? SANDBOX_MOUNTS_COPY_ON_WRITE
 				     : c->ro_mounts ? SANDBOX_MOUNTS_READ_ONLY
 						    : SANDBOX_MOUNTS_SHARED;
 	if ((r = sandbox_build_filter(&c->prog, c->net->mode != SETTINGS_NET_ALLOW, mounts)) < 0)
@@ -946,9 +946,9 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 	phase("broker and socket ready");
 
 	struct run_state rs = {.listener = -1};
-	if (c->cow && ((r = cow_prepare(c, &cow_dir)) < 0 ||
-		       asprintf(&upper, "%s/upper", cow_dir) < 0 ||
-		       asprintf(&work, "%s/work", cow_dir) < 0)) {
+	if (c->cow &&
+	    ((r = cow_prepare(c, &cow_dir)) < 0 || asprintf(&upper, "%s/upper", cow_dir) < 0 ||
+	     asprintf(&work, "%s/work", cow_dir) < 0)) {
 		r = r < 0 ? r : log_error_errno(ENOMEM, "Out of memory");
 		goto out;
 	}

@@ -587,15 +587,16 @@ static int mount_overlay(const char *target, const char *upper, const char *work
 	int mnt = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, 0);
 	int r = mnt < 0 ? negative_errno() : 0;
 	close(fs);
-	if (r >= 0 && syscall(SYS_move_mount, mnt, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+	if (r >= 0 &&
+	    syscall(SYS_move_mount, mnt, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
 		r = negative_errno();
 	if (mnt >= 0)
 		close(mnt);
 	return r;
 }
 
-int sandbox_copy_on_write_mounts(const char *scratch_dir, const char *workspace,
-				 const char *upper, const char *work)
+int sandbox_copy_on_write_mounts(const char *scratch_dir, const char *workspace, const char *upper,
+				 const char *work)
 {
 	/* The working directory is the workspace's own below the overlay: look it up again. */
 	_cleanup_free_ char *cwd = get_current_dir_name();

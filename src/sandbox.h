@@ -86,8 +86,8 @@ int sandbox_read_only_mounts(const char *scratch_dir);
  * backing up each change there. In the child, before its capabilities are dropped; it changes
  * into its working directory again (the overlay's, where it is below the workspace).
  */
-int sandbox_copy_on_write_mounts(const char *scratch_dir, const char *workspace,
-				 const char *upper, const char *work);
+int sandbox_copy_on_write_mounts(const char *scratch_dir, const char *workspace, const char *upper,
+				 const char *work);
 /* Does the command get a /dev/shm of its own (not where the workspace or scratch dir is)? */
 bool sandbox_cow_private_shm(const char *scratch_dir, const char *workspace);
 /* Is an overlay with redirect_dir on, metacopy and index off to be had (the doctor's probe)? */

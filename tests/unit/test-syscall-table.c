@@ -324,7 +324,8 @@ static void filter_copy_on_write(bool restrict_ip)
 		const struct syscall_row *row = syscall_table_find(nr);
 		bool all = notifies(run(&prog, nr, ~UINT64_C(0), -1, 0));
 		bool none = notifies(run(&prog, nr, 0, -1, 0));
-		bool want_all = row && (row->op == SYSCALL_OP_CHROOT || row->op >= BROKER_OP_CONNECT) &&
+		bool want_all = row &&
+				(row->op == SYSCALL_OP_CHROOT || row->op >= BROKER_OP_CONNECT) &&
 				row->op != SYSCALL_OP_ACCESS;
 		bool want_none = want_all && row->notify == SYSCALL_NOTIFY_ALWAYS;
 		if (all != want_all || none != want_none) {
@@ -334,8 +335,10 @@ static void filter_copy_on_write(bool restrict_ip)
 		}
 		sockets += want_all && row->op != SYSCALL_OP_CHROOT;
 	}
-	is_int(wrong, 0, "copy-on-write (restrict_ip=%d): no file operation is notified; chroot and "
-	       "the socket calls are, as their rows say", restrict_ip);
+	is_int(wrong, 0,
+	       "copy-on-write (restrict_ip=%d): no file operation is notified; chroot and "
+	       "the socket calls are, as their rows say",
+	       restrict_ip);
 	ok(sockets >= 4, "copy-on-write: the socket calls are in the filter (%d)", sockets);
 	free(prog.filter);
 }
