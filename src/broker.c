@@ -477,7 +477,9 @@ int broker_before_change(struct broker_call *c, int parent_fd, const char *name,
 int broker_before_change_st(struct broker_call *c, int parent_fd, const char *name,
 			    const char *real, const struct stat *st, unsigned flags)
 {
-	return before_change(c, parent_fd, name, real, st, 0, st ? flags : flags | STORE_ABSENT);
+	/* the name's device is its parent's (a mount point is never merged) */
+	return before_change(c, parent_fd, name, real, st, st ? st->st_dev : 0,
+			     st ? flags : flags | STORE_ABSENT);
 }
 
 int broker_before_change_res(struct broker_call *c, const struct resolved *res, unsigned flags)

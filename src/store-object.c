@@ -244,22 +244,22 @@ int store_object_open(struct store *s, const char *hash)
  * a hard link would go on changing in the store through that fd. A read lease can be taken only on
  * a file that nobody has open for writing: try one and drop it at once. Anything but success
  * (not the owner, no leases here) counts as "maybe". A lease break meanwhile would send SIGIO,
- * whose default action kills: it is blocked around the attempt and discarded.
+ * whose default action kills: brokered has no use for SIGIO and ignores it from the first probe
+ * on (a command brokered starts gets every disposition back to the default: run-child.c; one
+ * SIG_IGN instead of masking, waiting and unmasking around every probe).
  */
 static bool maybe_open_for_writing(int fd)
 {
-	sigset_t io, old;
-	sigemptyset(&io);
-	sigaddset(&io, SIGIO);
-	if (sigprocmask(SIG_BLOCK, &io, &old) < 0)
-		return true;
-	int r = fcntl(fd, F_SETLEASE, F_RDLCK);
-	if (r >= 0) {
-		(void)fcntl(fd, F_SETLEASE, F_UNLCK);
-		struct timespec zero = {0};
-		(void)sigtimedwait(&io, NULL, &zero); /* brokered has no use for SIGIO */
+	static bool sigio_ignored;
+	if (!sigio_ignored) {
+		struct sigaction sa = {.sa_handler = SIG_IGN};
+		if (sigaction(SIGIO, &sa, NULL) < 0)
+			return true;
+		sigio_ignored = true;
 	}
-	(void)sigprocmask(SIG_SETMASK, &old, NULL);
+	int r = fcntl(fd, F_SETLEASE, F_RDLCK);
+	if (r >= 0)
+		(void)fcntl(fd, F_SETLEASE, F_UNLCK);
 	return r < 0;
 }
 
