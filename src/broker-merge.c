@@ -55,7 +55,31 @@ struct merge {
 	struct broker_door door;
 	struct broker_merge_result *res;
 	int error; /* the first failure that left a change unmerged */
+	/* directories the merge itself put in place (renamed ones and their parents): merged into
+	 * even where the upper layer marks them opaque (the overlay marks the directories it makes) */
+	char **placed;
+	size_t n_placed;
 };
+
+static int note_placed(struct merge *m, const char *real)
+{
+	char **v = realloc(m->placed, (m->n_placed + 1) * sizeof *v);
+	if (!v)
+		return -ENOMEM;
+	m->placed = v;
+	if (!(v[m->n_placed] = strdup(real)))
+		return -ENOMEM;
+	m->n_placed++;
+	return 0;
+}
+
+static bool was_placed(const struct merge *m, const char *real)
+{
+	for (size_t i = 0; i < m->n_placed; i++)
+		if (strcmp(m->placed[i], real) == 0)
+			return true;
+	return false;
+}
 
 static bool is_whiteout(const struct stat *st)
 {
@@ -106,8 +130,8 @@ static int merge_handle(struct merge *m, const struct broker_req *q)
 	broker_resp_done(&resp);
 	if (r < 0 && m->door.logged && refused(m->door.decision))
 		note_refused(m, q->path);
-	else
-		note_error(m, r == -ENOENT ? 0 : r);
+	else /* a removal of what is gone already did what it should */
+		note_error(m, r == -ENOENT && q->op == BROKER_OP_UNLINK ? 0 : r);
 	return r;
 }
 
@@ -409,7 +433,8 @@ static int merge_entry(struct merge *m, int up_fd, int ws_fd, const char *name, 
 			return negative_errno();
 		char v[2];
 		bool opaque =
-		    fgetxattr(ufd, OVERLAY_XATTR_PREFIX "opaque", v, sizeof v) == 1 && v[0] == 'y';
+		    fgetxattr(ufd, OVERLAY_XATTR_PREFIX "opaque", v, sizeof v) == 1 && v[0] == 'y' &&
+		    !was_placed(m, real);
 		if (exists && S_ISDIR(wst.st_mode) && !opaque) {
 			_cleanup_close_ int wfd =
 			    openat(ws_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -599,6 +624,50 @@ static char *moved_path(const struct redirects *rs, size_t i, const char *p)
 }
 
 /*
+ * The directories above rel (a renamed directory's destination) that the workspace does not have
+ * yet are made there as the command made them (the upper layer's mode, owner), each decided and
+ * recorded as a creation: the merge proper then merges into them.
+ */
+static int make_parents(struct merge *m, int upper_fd, const char *rel)
+{
+	const char *ws = m->b->cfg.workspace;
+	for (const char *slash = strchr(rel, '/'); slash; slash = strchr(slash + 1, '/')) {
+		_cleanup_free_ char *sub = strndup(rel, (size_t)(slash - rel)), *real = NULL,
+				    *parent = NULL;
+		if (!sub || asprintf(&real, "%s/%s", ws, sub) < 0)
+			return -ENOMEM;
+		struct stat wst, ust;
+		if (fstatat(m->b->root_fd, real + 1, &wst, AT_SYMLINK_NOFOLLOW) == 0) {
+			if (!S_ISDIR(wst.st_mode))
+				return -ENOTDIR;
+			continue;
+		}
+		if (errno != ENOENT)
+			return negative_errno();
+		if (fstatat(upper_fd, sub, &ust, AT_SYMLINK_NOFOLLOW) < 0)
+			return negative_errno();
+		const char *name = strrchr(real, '/') + 1;
+		if (!(parent = strndup(real + 1, (size_t)(name - 1 - (real + 1)))))
+			return -ENOMEM;
+		_cleanup_close_ int pfd =
+		    openat(m->b->root_fd, parent, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (pfd < 0)
+			return negative_errno();
+		int r = decide_make(m, pfd, name, real, &ust, NULL, true);
+		if (r <= 0)
+			return r < 0 ? r : -EACCES;
+		if (mkdirat(pfd, name, 0700) < 0 ||
+		    fchownat(pfd, name, ust.st_uid, ust.st_gid, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    fchmodat(pfd, name, broker_setid_strip(m->b, ust.st_mode & 07777, true), 0) < 0)
+			return negative_errno();
+		m->res->changes++;
+		if ((r = note_placed(m, real)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+/*
  * Move each renamed directory into place in the workspace before the merge proper (whose
  * whiteout at the old name then finds nothing to remove), through the common rename code: the
  * source's tree recorded, the destination's paths recorded as absent. A source that an earlier
@@ -624,6 +693,11 @@ static int apply_redirects(struct merge *m, int upper_fd)
 		struct broker_req q = merge_req(BROKER_OP_RENAME, from);
 		q.path2 = to;
 		q.flags = RENAME_NOREPLACE;
+		int pk = make_parents(m, upper_fd, rs.v[i].target);
+		if (pk < 0) {
+			note_error(m, pk);
+			continue;
+		}
 		struct stat st;
 		size_t partner = rs.n;
 		if (fstatat(m->b->root_fd, to + 1, &st, AT_SYMLINK_NOFOLLOW) == 0) {
@@ -640,6 +714,9 @@ static int apply_redirects(struct merge *m, int upper_fd)
 		}
 		if (merge_handle(m, &q) == 0) {
 			m->res->changes++;
+			if ((r = note_placed(m, to)) < 0 ||
+			    (partner < rs.n && (r = note_placed(m, from)) < 0))
+				break;
 			/* later sources below it are followed from its new place */
 			free(rs.v[i].source);
 			rs.v[i].source = TAKE_PTR(src);
@@ -679,6 +756,9 @@ int broker_merge(struct broker *b, int upper_fd, struct broker_merge_result *ret
 		r = merge_dir(&m, upper_fd, ws_fd, b->cfg.workspace, 0);
 	free(m.door.real);
 	free(m.door.real_to);
+	for (size_t i = 0; i < m.n_placed; i++)
+		free(m.placed[i]);
+	free(m.placed);
 	if (r < 0)
 		return r;
 	return m.error;

@@ -1105,6 +1105,15 @@ static void print_json_report(const struct run_ctx *c, const struct attempt *a, 
 		json_append_strings(&sb, oversize[i]);
 	}
 	strbuf_appendc(&sb, ']');
+	/* sandbox.copyOnWrite: changes the policy refused at the merge (the first 20) */
+	json_key(&sb, "notMerged");
+	strbuf_appendc(&sb, '[');
+	for (size_t i = 0; i < a->merge.n_listed; i++) {
+		if (i)
+			strbuf_appendc(&sb, ',');
+		json_append_strings(&sb, a->merge.listed[i]);
+	}
+	strbuf_appendc(&sb, ']');
 	print_prompts_json(&sb, pv, np);
 	strbuf_appends(&sb, "}\n");
 	if (!sb.oom)

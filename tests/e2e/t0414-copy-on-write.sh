@@ -115,6 +115,9 @@ case $out in *"refused by the policy and not merged"*"$WS/.brokered"*) ok 0 "the
 *) ok 1 "the run names what it left out (got: $out)" ;; esac
 audit_log | grep ' phase=merge ' | grep -q " path=$WS/.brokered .*decision=deny"
 ok $? "the refusal is in the audit log (phase=merge, decision=deny)"
+out=$(brk run --json -- sh -c 'mkdir -p .brokered/x' 2>&1 >/dev/null | tail -1)
+is "$(printf '%s' "$out" | "$BRK_PY" -c 'import json, sys; r = json.load(sys.stdin); print(r["exitStatus"], r["commandExitStatus"], r["notMerged"])')" \
+	"121 0 ['$WS/.brokered']" "--json: exitStatus 121, the command's 0, notMerged names the path"
 
 mkdir -p repo/.git/hooks
 brk run -- sh -c 'printf "#!/bin/sh\n" >repo/.git/hooks/pre-commit && chmod +x repo/.git/hooks/pre-commit' \
@@ -128,12 +131,18 @@ brk run -- sh -c 'chmod 4755 prog && cp prog prog2 && chmod 2755 prog2' >/dev/nu
 is "$(stat -c %a prog prog2 | paste -sd' ')" "755 755" "set-ID bits are dropped at the merge (sandbox.allowSetid off)"
 
 # ---- renamed directories: swapped, moved onto a removed one, nested ----
-mkdir -p sw1 sw2 docs src/in && printf 1 >sw1/f && printf 2 >sw2/f && printf d >docs/d && printf s >src/in/s
+mkdir -p sw1 sw2 docs src/in old/in && printf 1 >sw1/f && printf 2 >sw2/f && printf d >docs/d &&
+	printf s >src/in/s && printf o >old/in/f
 before=$(tree_snapshot_any "$WS")
 brk run -- sh -c 'python3 -c "import os; os.rename(\"sw1\", \"t\"); os.rename(\"sw2\", \"sw1\"); os.rename(\"t\", \"sw2\")" &&
-	rm -rf docs && mv src docs && mv docs/in docs/out' >/dev/null 2>&1
-ok $? "directories swapped, moved onto a removed one, and moved again: merged"
-is "$(cat sw1/f sw2/f docs/out/s; ls docs | paste -sd' ')" "21sout" "each is where the command left it"
+	rm -rf docs && mv src docs && mv docs/in docs/out &&
+	mkdir -p new/deeper && python3 -c "import os; os.rename(\"old\", \"new/deeper/old\")" && printf g >new/deeper/old/in/g' \
+	>/dev/null 2>&1
+ok $? "directories swapped, moved onto a removed one, moved again, moved into new ones: merged"
+is "$(cat sw1/f sw2/f docs/out/s new/deeper/old/in/f new/deeper/old/in/g; ls docs | paste -sd' ')" "21sogout" \
+	"each is where the command left it, with what it held"
+[ ! -e old ] && [ ! -e src ]
+ok $? "and gone from where it was"
 brk undo </dev/null >/dev/null 2>&1
 is_snap "$(tree_snapshot_any "$WS")" "$before" "undo puts them back"
 [ -z "$(ls -A "$XDG_STATE_HOME/brokered/cow" 2>/dev/null)" ]
