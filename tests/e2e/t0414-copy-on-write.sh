@@ -148,6 +148,40 @@ is_snap "$(tree_snapshot_any "$WS")" "$before" "undo puts them back"
 [ -z "$(ls -A "$XDG_STATE_HOME/brokered/cow" 2>/dev/null)" ]
 ok $? "no overlay layers are left in the state dir"
 
+# ---- the broker killed in the middle of the merge: what it merged is undone ----
+k="$TEST_DIR/killed"
+mkdir -p "$k" && k=$(cd "$k" && pwd -P)
+for d in $(seq 1 30); do mkdir -p "$k/big/d$d" && for f in $(seq 1 100); do printf '%s\n' "$d.$f" >"$k/big/d$d/f$f"; done; done
+mkdir -p "$k/edit" && for f in $(seq 1 200); do printf 'v1 %s\n' "$f" >"$k/edit/e$f"; done
+before=$(tree_snapshot_full "$k")
+cat >"$TEST_DIR/killer.py" <<'EOF'
+import os, signal, subprocess, sys
+top, brokered = sys.argv[1], sys.argv[2]
+p = subprocess.Popen([brokered, "run", "--", "sh", "-c", "sed -i s/v1/v2/ edit/* && rm -rf big"], cwd=top,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+# the merge has begun once a file of the tree is gone from the workspace itself
+while p.poll() is None and len(os.listdir(os.path.join(top, "big", "d1"))) == 100:
+    pass
+killed = p.poll() is None
+if killed:
+    os.kill(p.pid, signal.SIGKILL)
+p.wait()
+print("killed" if killed else "finished")
+EOF
+out=$("$BRK_PY" "$TEST_DIR/killer.py" "$k" "$BROKERED")
+is "$out" killed "the broker was killed while it merged"
+[ "$(tree_snapshot_full "$k")" != "$before" ]
+ok $? "(the merge had changed the workspace)"
+id=$(cd "$k" && last_turn_id)
+(cd "$k" && "$BROKERED" turn commit --turn "$id" -m "committed after kill" >/dev/null 2>&1)
+is "$?" 0 "the interrupted turn commits"
+(cd "$k" && "$BROKERED" undo "$id" </dev/null >/dev/null 2>&1)
+is "$?" 0 "and undoes"
+no_nlink() { printf '%s\n' "$1" | sed 's/ nlink=[0-9]*$//'; }
+is_snap "$(no_nlink "$(tree_snapshot_full "$k")")" "$(no_nlink "$before")" \
+	"undo after the kill: every file is back as it was"
+rm -rf "$XDG_STATE_HOME/brokered/cow"
+
 # ---- fallbacks: a rule that allows writes outside the workspace ----
 settings "{\"sandbox\": {$COW, \"fileSafety\": {\"rules\": [{\"path\": \"$OUTSIDE/w\", \"access\": \"write\", \"decision\": \"allow\"}]}}}"
 out=$(brk run -- sh -c 'printf w >"$1/w"' sh "$OUTSIDE" 2>&1)
