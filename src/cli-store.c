@@ -1,15 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /* turn, log, show, diff, restore, undo, gc: the backup store for people (DESIGN section 10). */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "basic/escape.h"
+#include "basic/fd-util.h"
+#include "basic/fs-util.h"
 #include "basic/json-write.h"
 #include "basic/macro.h"
 #include "basic/parse-util.h"
@@ -669,6 +675,38 @@ int cli_undo(int argc, char **argv)
 
 /* ---- gc ---- */
 
+/*
+ * sandbox.copyOnWrite leaves a run's overlay layers in <state>/cow/run-PID-XXXXXX when its broker
+ * was killed or a change could not be merged: those of runs that are gone (no process PID) and
+ * older than age go too. The number removed, or -errno.
+ */
+static int gc_cow_layers(uint64_t age)
+{
+	_cleanup_free_ char *state = NULL, *top = NULL;
+	if (store_state_dir(&state) < 0 || asprintf(&top, "%s/cow", state) < 0)
+		return -ENOMEM;
+	_cleanup_close_ int fd = open(top, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : negative_errno();
+	DIR *d = fdopendir(fcntl(fd, F_DUPFD_CLOEXEC, 3));
+	if (!d)
+		return negative_errno();
+	int n = 0;
+	time_t now = time(NULL);
+	for (struct dirent *de; (de = readdir(d));) {
+		int pid;
+		struct stat st;
+		if (sscanf(de->d_name, "run-%d-", &pid) != 1 || pid <= 0 ||
+		    fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) ||
+		    (uint64_t)(now - st.st_mtime) < age || kill(pid, 0) == 0 || errno != ESRCH)
+			continue;
+		if (rm_rf_at(fd, de->d_name) >= 0)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
 int cli_gc(int argc, char **argv)
 {
 	struct opts o = {0};
@@ -688,12 +726,16 @@ int cli_gc(int argc, char **argv)
 		return log_error("The session is in use; try gc again later"), 1;
 	if (r < 0)
 		return log_error_errno(r, "Failed to collect garbage: %m"), 1;
+	int cow = gc_cow_layers(age);
+	if (cow < 0)
+		log_warning_errno(cow, "Failed to remove old copy-on-write layers: %m");
 	if (o.json)
 		printf("{\"turnsRemoved\":%" PRIu64 ",\"objectsRemoved\":%" PRIu64
-		       ",\"bytesFreed\":%" PRIu64 "}\n",
-		       st.turns_removed, st.objects_removed, st.bytes_freed);
+		       ",\"bytesFreed\":%" PRIu64 ",\"copyOnWriteLayersRemoved\":%d}\n",
+		       st.turns_removed, st.objects_removed, st.bytes_freed, MAX(cow, 0));
 	else
-		printf("removed %" PRIu64 " turns and %" PRIu64 " objects (%" PRIu64 " bytes)\n",
-		       st.turns_removed, st.objects_removed, st.bytes_freed);
+		printf("removed %" PRIu64 " turns and %" PRIu64 " objects (%" PRIu64 " bytes)%s\n",
+		       st.turns_removed, st.objects_removed, st.bytes_freed,
+		       cow > 0 ? ", and the unmerged layers of copy-on-write runs that are gone" : "");
 	return 0;
 }

@@ -180,6 +180,15 @@ is "$?" 0 "and undoes"
 no_nlink() { printf '%s\n' "$1" | sed 's/ nlink=[0-9]*$//'; }
 is_snap "$(no_nlink "$(tree_snapshot_full "$k")")" "$(no_nlink "$before")" \
 	"undo after the kill: every file is back as it was"
+# the killed run's layers stay until gc takes them (its process is gone); a live run's stay
+layers=$(ls -d "$XDG_STATE_HOME"/brokered/cow/run-* 2>/dev/null | wc -l)
+is "$layers" 1 "the killed run left its overlay layers in the state dir"
+mkdir -p "$XDG_STATE_HOME/brokered/cow/run-$$-live"
+touch -d '2 days ago' "$XDG_STATE_HOME"/brokered/cow/run-*
+out=$(cd "$k" && "$BROKERED" gc --older-than 1d --json 2>&1)
+is "$(printf '%s' "$out" | "$BRK_PY" -c 'import json, sys; print(json.load(sys.stdin)["copyOnWriteLayersRemoved"])')" 1 \
+	"gc --older-than 1d removes the layers of the run that is gone"
+is "$(cd "$XDG_STATE_HOME/brokered/cow" && ls)" "run-$$-live" "and keeps those of a live process"
 rm -rf "$XDG_STATE_HOME/brokered/cow"
 
 # ---- fallbacks: a rule that allows writes outside the workspace ----
