@@ -56,7 +56,8 @@ struct merge {
 	struct broker_merge_result *res;
 	int error; /* the first failure that left a change unmerged */
 	/* directories the merge itself put in place (renamed ones and their parents): merged into
-	 * even where the upper layer marks them opaque (the overlay marks the directories it makes) */
+	 * even where the upper layer marks them opaque (the overlay marks the directories it makes)
+	 */
 	char **placed;
 	size_t n_placed;
 };
@@ -432,9 +433,8 @@ static int merge_entry(struct merge *m, int up_fd, int ws_fd, const char *name, 
 		if (ufd < 0)
 			return negative_errno();
 		char v[2];
-		bool opaque =
-		    fgetxattr(ufd, OVERLAY_XATTR_PREFIX "opaque", v, sizeof v) == 1 && v[0] == 'y' &&
-		    !was_placed(m, real);
+		bool opaque = fgetxattr(ufd, OVERLAY_XATTR_PREFIX "opaque", v, sizeof v) == 1 &&
+			      v[0] == 'y' && !was_placed(m, real);
 		if (exists && S_ISDIR(wst.st_mode) && !opaque) {
 			_cleanup_close_ int wfd =
 			    openat(ws_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

@@ -736,6 +736,7 @@ int cli_gc(int argc, char **argv)
 	else
 		printf("removed %" PRIu64 " turns and %" PRIu64 " objects (%" PRIu64 " bytes)%s\n",
 		       st.turns_removed, st.objects_removed, st.bytes_freed,
-		       cow > 0 ? ", and the unmerged layers of copy-on-write runs that are gone" : "");
+		       cow > 0 ? ", and the unmerged layers of copy-on-write runs that are gone"
+			       : "");
 	return 0;
 }
