@@ -329,10 +329,13 @@ static int record_tree(struct merge *m, int up_fd, const char *name, const char 
 	while (r >= 0 && (de = readdir(d))) {
 		if (dot_or_dot_dot(de->d_name))
 			continue;
-		struct stat st;
+		/* Only its type matters here (tree_allowed() looked at the rest): no lstat() when
+		 * the directory entry says it. */
+		struct stat st = {.st_mode = DTTOIF(de->d_type)};
 		struct strbuf sb = STRBUF_INIT;
 		r = path_join(real, de->d_name, &sb);
-		if (r >= 0 && fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		if (r >= 0 && de->d_type == DT_UNKNOWN &&
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			r = negative_errno();
 		if (r >= 0)
 			r = strip_overlay_xattrs(dirfd(d), de->d_name);

@@ -841,6 +841,14 @@ static int walk(struct guard *g, const char *dir, const char *undo, int depth)
 			r = -ENOMEM;
 			break;
 		}
+		/* A recorded file is judged by its record: no lstat() for it, nor for a directory.
+		 */
+		if (de->d_type == DT_DIR) {
+			r = walk(g, p.buf, undo, depth + 1);
+			continue;
+		}
+		if (de->d_type != DT_UNKNOWN && find_record(g, p.buf))
+			continue;
 		struct stat st;
 		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
@@ -924,13 +932,41 @@ static void guard_done(struct guard *g)
 	free(g->loc_root);
 }
 
+/* What the check needs of a path's lstat(), taken once, when its record is read. */
+struct seen {
+	mode_t mode;
+	nlink_t nlink;
+	ino_t ino;
+	dev_t dev;
+};
+
+struct seen_list {
+	struct seen *v;
+	size_t n, cap;
+	bool oom;
+};
+
 /* The check looks only at paths that exist (and the walk only asks about those): a record of a
- * path that is gone is not kept, so that memory follows what the turn left, not what it removed. */
+ * path that is gone is not kept, so that memory follows what the turn left, not what it removed.
+ * What the lstat() saw is kept in the order of the records kept, which is their seq. */
 static bool path_exists(const char *path, void *userdata)
 {
+	struct seen_list *l = userdata;
 	struct stat st;
-	(void)userdata;
-	return lstat(path, &st) >= 0;
+	if (lstat(path, &st) < 0)
+		return false;
+	if (l->n == l->cap) {
+		size_t ncap = l->cap ? l->cap * 2 : 64;
+		struct seen *v = reallocarray(l->v, ncap, sizeof *v);
+		if (!v) {
+			l->oom = true;
+			return false;
+		}
+		l->v = v;
+		l->cap = ncap;
+	}
+	l->v[l->n++] = (struct seen){st.st_mode, st.st_nlink, st.st_ino, st.st_dev};
+	return true;
 }
 
 int git_guard_check(struct store *s, const char *turn_id, const struct git_guard_options *o,
@@ -939,15 +975,24 @@ int git_guard_check(struct store *s, const char *turn_id, const struct git_guard
 	struct guard g = {.s = s, .turn_id = turn_id, .o = o};
 	*ret = NULL;
 	*ret_n = 0;
-	int r = store_turn_records_filter(s, turn_id, path_exists, NULL, &g.recs, &g.n_recs);
+	struct seen_list seen = {0};
+	int r = store_turn_records_filter(s, turn_id, path_exists, &seen, &g.recs, &g.n_recs);
+	if (r >= 0 && seen.oom)
+		r = -ENOMEM;
 	if (r >= 0)
 		r = accepted_load(&g);
 	const char *walked = NULL; /* the last tree walked: trees below it were walked with it */
 	for (size_t i = 0; r >= 0 && i < g.n_recs; i++) {
 		const struct store_record *rec = &g.recs[i];
-		struct stat st;
-		if (lstat(rec->path, &st) < 0)
-			continue;
+		if (rec->seq >= seen.n) {
+			r = -EINVAL; /* not a record path_exists() kept */
+			break;
+		}
+		const struct seen *sn = &seen.v[rec->seq];
+		struct stat st = {.st_mode = sn->mode,
+				  .st_nlink = sn->nlink,
+				  .st_ino = sn->ino,
+				  .st_dev = sn->dev};
 		if (!S_ISDIR(st.st_mode)) {
 			r = consider(&g, rec->path, &st, rec, rec->path);
 		} else if ((rec->kind != STORE_KIND_DIR || rec->ino != (uint64_t)st.st_ino) &&
@@ -964,6 +1009,7 @@ int git_guard_check(struct store *s, const char *turn_id, const struct git_guard
 		    is_gitdir(dir))
 			r = born(&g, dir, rec->path);
 	}
+	free(seen.v);
 	if (r >= 0)
 		r = accepted_save(&g);
 	if (r >= 0) {

@@ -162,8 +162,10 @@ struct store_record {
 	bool moved;	    /* the file itself was moved into the store (consumed) */
 	uint64_t size, ino, rdev;
 	uint64_t nlink; /* link count of a file when recorded, 0 (unknown) or >= 1 */
-	uint64_t seq;	/* position in the manifest when read (not stored): earlier is older */
-	uint32_t mode;	/* full st_mode, type bits included */
+	/* when read (not stored): its index among the records read (those a filter kept), in
+	 * manifest order: earlier is older */
+	uint64_t seq;
+	uint32_t mode; /* full st_mode, type bits included */
 	uint32_t uid, gid;
 	int64_t mtime_ns;
 };
