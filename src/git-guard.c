@@ -944,6 +944,7 @@ struct seen_list {
 	struct seen *v;
 	size_t n, cap;
 	bool oom;
+	struct store_gone *gone;
 };
 
 /* The check looks only at paths that exist (and the walk only asks about those): a record of a
@@ -953,7 +954,7 @@ static bool path_exists(const char *path, void *userdata)
 {
 	struct seen_list *l = userdata;
 	struct stat st;
-	if (lstat(path, &st) < 0)
+	if (store_gone_lstat(l->gone, path, &st) < 0)
 		return false;
 	if (l->n == l->cap) {
 		size_t ncap = l->cap ? l->cap * 2 : 64;
@@ -976,7 +977,10 @@ int git_guard_check(struct store *s, const char *turn_id, const struct git_guard
 	*ret = NULL;
 	*ret_n = 0;
 	struct seen_list seen = {0};
-	int r = store_turn_records_filter(s, turn_id, path_exists, &seen, &g.recs, &g.n_recs);
+	int r = store_gone_new(&seen.gone);
+	if (r >= 0)
+		r = store_turn_records_filter(s, turn_id, path_exists, &seen, &g.recs, &g.n_recs);
+	store_gone_free(seen.gone);
 	if (r >= 0 && seen.oom)
 		r = -ENOMEM;
 	if (r >= 0)

@@ -95,13 +95,15 @@ static void unlock_ancestors(struct store_plan *p, const char *path)
  * mode the path had before any unlocking. */
 static int lstat_unlocking(struct store_plan *p, const char *path, struct stat *st)
 {
-	if (lstat(path, st) < 0) {
-		if (errno != EACCES)
-			return -1;
+	if (!p->look && store_gone_new(&p->look) < 0)
+		return -1;
+	int r = store_gone_lstat(p->look, path, st);
+	if (r == -EACCES) {
 		unlock_ancestors(p, path);
-		if (lstat(path, st) < 0)
-			return -1;
+		r = store_gone_lstat(p->look, path, st);
 	}
+	if (r < 0)
+		return -1;
 	for (size_t i = 0; i < p->n_unlocked; i++)
 		if (strcmp(p->unlocked[i].path, path) == 0)
 			st->st_mode = (st->st_mode & S_IFMT) | p->unlocked[i].mode;
@@ -142,6 +144,7 @@ void store_plan_free(struct store_plan *p)
 	if (!p)
 		return;
 	relock_all(p);
+	store_gone_free(p->look);
 	for (size_t i = 0; i < p->n_items; i++)
 		store_record_done(&p->items[i].pre);
 	free(p->items);
@@ -184,12 +187,15 @@ static bool selected(const char *path, char *const *paths, size_t n)
 }
 
 /* An ancestor directory of a selected path that is gone now must come back first. */
-static bool needed_ancestor(const struct store_record *r, char *const *paths, size_t n)
+static bool needed_ancestor(struct store_plan *p, const struct store_record *r, char *const *paths,
+			    size_t n)
 {
 	struct stat st;
 	if (r->kind != STORE_KIND_DIR)
 		return false;
-	if (lstat(r->path, &st) >= 0 && S_ISDIR(st.st_mode))
+	if (!p->look && store_gone_new(&p->look) < 0)
+		return false;
+	if (store_gone_lstat(p->look, r->path, &st) >= 0 && S_ISDIR(st.st_mode))
 		return false;
 	for (size_t i = 0; i < n; i++)
 		if (path_is_under(paths[i], r->path))
@@ -204,7 +210,8 @@ static int plan_select(struct store_plan *p, struct store_record *v, size_t n, c
 	if (!p->items)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		if (!selected(v[i].path, paths, n_paths) && !needed_ancestor(&v[i], paths, n_paths))
+		if (!selected(v[i].path, paths, n_paths) &&
+		    !needed_ancestor(p, &v[i], paths, n_paths))
 			continue;
 		p->items[p->n_items++].pre = v[i];
 		v[i] = (struct store_record){0};
@@ -404,6 +411,10 @@ int store_plan_restore(struct store *s, const char *turn_id, char *const *paths,
 	}
 	if (r >= 0)
 		r = plan_conflicts(s, p, &ti);
+	/* what planning saw: applying changes the tree */
+	store_gone_free(p ? p->look : NULL);
+	if (p)
+		p->look = NULL;
 	free(ti.id);
 	free(ti.message);
 	if (r < 0) {

@@ -484,15 +484,17 @@ void store_turn_stats(const struct store_turn *t, struct store_stats *ret)
 
 /* The state a path was left in; 1: it cannot be seen (a directory on the way was made
  * unsearchable, or too deep), so no post-state is kept and undo does not ask about it. */
-static int post_state(const struct store_record *pre, struct store_record *post)
+static int post_state(struct store_gone *gone, const struct store_record *pre,
+		      struct store_record *post)
 {
 	struct stat st;
 	*post = (struct store_record){.path = pre->path};
-	if (fstatat(AT_FDCWD, pre->path, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-		if (errno == EACCES || errno == ELOOP || errno == ENAMETOOLONG)
+	int r = store_gone_lstat(gone, pre->path, &st);
+	if (r < 0) {
+		if (r == -EACCES || r == -ELOOP || r == -ENAMETOOLONG)
 			return 1;
-		if (errno != ENOENT && errno != ENOTDIR)
-			return negative_errno();
+		if (r != -ENOENT && r != -ENOTDIR)
+			return r;
 		post->kind = STORE_KIND_ABSENT;
 		return 0;
 	}
@@ -509,6 +511,7 @@ struct post_writer {
 	int dirfd, fd;
 	char *tmp;
 	struct strbuf buf;
+	struct store_gone *gone;
 };
 
 #define POST_CHUNK (64 * 1024)
@@ -516,7 +519,9 @@ struct post_writer {
 static int post_writer_open(struct post_writer *w, int dirfd)
 {
 	*w = (struct post_writer){.dirfd = dirfd, .fd = -1, .buf = STRBUF_INIT};
-	int r = store_random_name(".tmp-", &w->tmp);
+	int r = store_gone_new(&w->gone);
+	if (r >= 0)
+		r = store_random_name(".tmp-", &w->tmp);
 	if (r < 0)
 		return r;
 	w->fd = openat(dirfd, w->tmp, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -533,7 +538,7 @@ static int post_writer_drain(struct post_writer *w)
 static int post_writer_add(struct post_writer *w, const char *path)
 {
 	struct store_record pre = {.path = (char *)path}, post;
-	int r = post_state(&pre, &post);
+	int r = post_state(w->gone, &pre, &post);
 	if (r == 0)
 		r = store_record_format(&post, &w->buf);
 	if (r > 0)
@@ -562,6 +567,7 @@ static int post_writer_finish(struct post_writer *w, int r)
 		r = store_fsync_dirfd(w->dirfd);
 	free(w->tmp);
 	strbuf_free(&w->buf);
+	store_gone_free(w->gone);
 	return r;
 }
 
@@ -600,7 +606,7 @@ static int commit_dir(struct store *s, const char *id, const char *message,
 	for (size_t i = 0; r >= 0 && paths && i < paths->cap; i++)
 		if (paths->slots[i])
 			r = post_writer_add(&w, paths->slots[i]);
-	if (w.fd >= 0 || w.tmp)
+	if (w.fd >= 0 || w.tmp || w.gone)
 		r = post_writer_finish(&w, r);
 	if (r >= 0) {
 		if (message) {

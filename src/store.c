@@ -7,6 +7,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <linux/openat2.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -299,6 +301,98 @@ void store_set_free(struct path_set *set)
 		free(set->slots[i]);
 	free(set->slots);
 	*set = (struct path_set){0};
+}
+
+/* ---- lstat() of recorded paths, with a memory of their parents ---- */
+
+struct store_gone {
+	struct path_set gone;  /* directories found missing: nothing below them is there */
+	struct path_set clean; /* directories reached without a symlink: the way to them is clean */
+	struct strbuf scratch;
+};
+
+int store_gone_new(struct store_gone **ret)
+{
+	*ret = calloc(1, sizeof **ret);
+	return *ret ? 0 : -ENOMEM;
+}
+
+void store_gone_free(struct store_gone *g)
+{
+	if (!g)
+		return;
+	store_set_free(&g->gone);
+	store_set_free(&g->clean);
+	strbuf_free(&g->scratch);
+	free(g);
+}
+
+/* Is a parent of path among the directories found missing? */
+static bool gone_known(struct store_gone *g, const char *path)
+{
+	if (!g->gone.n)
+		return false;
+	strbuf_reset(&g->scratch);
+	if (strbuf_append(&g->scratch, path, strlen(path)) < 0)
+		return false;
+	char *b = g->scratch.buf;
+	for (char *slash = strrchr(b, '/'); slash && slash > b; slash = strrchr(b, '/')) {
+		*slash = '\0';
+		if (store_set_contains(&g->gone, b))
+			return true;
+	}
+	return false;
+}
+
+/* The directory dir (g->scratch) is missing: remember the highest of its parents that is missing
+ * too (or dir). */
+static void gone_learn(struct store_gone *g, const char *dir)
+{
+	char *b = g->scratch.buf;
+	size_t top = strlen(b);
+	for (char *slash = strrchr(b, '/'); slash && slash > b; slash = strrchr(b, '/')) {
+		*slash = '\0';
+		struct stat st;
+		if (store_set_contains(&g->clean, b) ||
+		    fstatat(AT_FDCWD, b, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
+			break;
+		top = (size_t)(slash - b);
+	}
+	memcpy(b, dir, top);
+	b[top] = '\0';
+	(void)store_set_add(&g->gone, b); /* out of memory: it is looked at again */
+}
+
+int store_gone_lstat(struct store_gone *g, const char *path, struct stat *st)
+{
+	if (gone_known(g, path))
+		return -ENOENT;
+	strbuf_reset(&g->scratch);
+	if (strbuf_append(&g->scratch, path, strlen(path)) < 0)
+		return -ENOMEM;
+	char *slash = strrchr(g->scratch.buf, '/');
+	if (slash && slash > g->scratch.buf) {
+		*slash = '\0';
+		const char *dir = g->scratch.buf;
+		if (!store_set_contains(&g->clean, dir)) {
+			struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+					       .resolve = RESOLVE_NO_SYMLINKS};
+			int fd = (int)syscall(SYS_openat2, AT_FDCWD, dir, &how, sizeof how);
+			if (fd < 0) {
+				if (errno != ENOENT && errno != ELOOP && errno != ENOTDIR)
+					return negative_errno();
+				/* missing, or a symlink or a file in the way: nothing of ours below
+				 */
+				_cleanup_free_ char *d = strdup(dir);
+				if (d)
+					gone_learn(g, d);
+				return -ENOENT;
+			}
+			safe_close(fd);
+			(void)store_set_add(&g->clean, dir); /* out of memory: looked at again */
+		}
+	}
+	return fstatat(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : negative_errno();
 }
 
 /* ---- open and close ---- */

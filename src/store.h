@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 struct stat;
@@ -210,6 +211,19 @@ int store_resolve_turn(struct store *s, const char *arg, char **ret_id);
 /* The earliest pre-image per path of a turn, sorted by path (strcmp). */
 int store_turn_records(struct store *s, const char *id, struct store_record **ret, size_t *ret_n);
 /*
+ * lstat() of the recorded (real) paths of a turn as they are now. A symlink or a non-directory
+ * among a path's parents means the path is not there (-ENOENT): the tree changed there, and a walk
+ * that follows no symlink, as restore's, finds nothing of it. It remembers the parents it checked
+ * (one check per directory) and the highest missing parent of a missing path (a path below it is
+ * missing without a look): the same as looking at each path for a tree nobody changes meanwhile.
+ * 0, or -errno.
+ */
+struct store_gone;
+int store_gone_new(struct store_gone **ret);
+void store_gone_free(struct store_gone *g);
+int store_gone_lstat(struct store_gone *g, const char *path, struct stat *st);
+
+/*
  * The same, of only the paths keep() accepts (asked for every record; it must judge by the path
  * alone): a caller that needs, say, the paths that exist now holds just those records, not the
  * turn's (the manifest is streamed).
@@ -279,6 +293,7 @@ struct store_plan {
 	size_t n_unrecorded; /* after apply: paths put back without a record (the store was full) */
 	struct store_unlocked *unlocked; /* in the order unlocked: ancestors first */
 	size_t n_unlocked;
+	struct store_gone *look; /* planning: what was seen of the paths' parents */
 };
 /* Plan restoring paths (NULL/0: every path, i.e. undo) of a turn to their pre-images. */
 int store_plan_restore(struct store *s, const char *turn_id, char *const *paths, size_t n_paths,

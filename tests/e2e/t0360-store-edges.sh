@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 3: the cases the random workloads of t0300/t0310 found, each pinned down on its own:
 # directories locked against their owner, hard links (made in the turn, and link identity across
-# an undo of an undo), a tree renamed onto a directory the turn removed, renames the kernel refuses.
+# an undo of an undo), a tree renamed onto a directory the turn removed, a symlink to a directory
+# replaced by the directory, renames the kernel refuses.
 # After every undo the workspace is exactly as before (tree_snapshot_full: contents, modes, mtimes,
 # link counts); as the unprivileged user the permission cases are real (root bypasses them).
 BROKERED_TEST_DURABLE=1
@@ -60,6 +61,14 @@ libc = ctypes.CDLL(None, use_errno=True)
 if libc.renameat2(-100, b\"src\", -100, b\"data\", 2) != 0:
     raise OSError(ctypes.get_errno(), \"renameat2\")
 '"
+
+# A symlink to a directory replaced by that directory (t0300 seed 1453506): undo brings the symlink
+# back; the undo of the undo must not take the paths below it for the files the symlink leads to
+# (it did: they were left out, and the directory came back empty, exit 0).
+case_undo symlink-to-dir-replaced 'rm src/link-to-dir && chmod 700 data/deep && mv data src/link-to-dir'
+# ... and a path recorded below a directory that is a symlink now (the tree changed there): undo
+# does not follow it.
+case_undo dir-replaced-by-symlink 'mv data data.old && ln -s data.old data && echo x >> data/f1.txt'
 
 # Concurrent processes in one run: their pre-images share flushes (group commit); every change is
 # still backed up before it lands.
