@@ -1174,6 +1174,61 @@ static void test_kept(void)
 	strbuf_free(&p);
 }
 
+/* store_gone_lstat(): as a walk that follows no symlink sees the paths, with memory. */
+static void test_gone_lstat(void)
+{
+	struct strbuf p = STRBUF_INIT;
+	struct stat st;
+	struct store_gone *g;
+	ok(store_gone_new(&g) >= 0, "gone: new");
+	static const char *const dirs[] = {"gone", "gone/a", "gone/a/b", "gone/real"};
+	for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+		ws_path(&p, dirs[i]);
+		mkdir(p.buf, 0755);
+	}
+	puts_ws("gone/a/b/f", "f\n");
+	puts_ws("gone/real/x", "x\n");
+	ws_path(&p, "gone/link");
+	ok(symlink("real", p.buf) == 0, "gone: a symlink to a directory");
+	ws_path(&p, "gone/a/b/f");
+	is_int(store_gone_lstat(g, p.buf, &st), 0, "gone: a file is there");
+	ok(S_ISREG(st.st_mode), "gone: ... with its lstat()");
+	ws_path(&p, "gone/link");
+	is_int(store_gone_lstat(g, p.buf, &st), 0, "gone: the symlink itself is there");
+	ok(S_ISLNK(st.st_mode), "gone: ... not followed");
+	ws_path(&p, "gone/link/x");
+	is_int(store_gone_lstat(g, p.buf, &st), -ENOENT,
+	       "gone: a path below a symlink is not there");
+	ws_path(&p, "gone/a/b/f/y");
+	is_int(store_gone_lstat(g, p.buf, &st), -ENOENT, "gone: nor one below a file");
+	ws_path(&p, "gone/a/b/nofile");
+	is_int(store_gone_lstat(g, p.buf, &st), -ENOENT, "gone: a missing file");
+	/* a missing tree: its top is learnt, and what is below it is missing without a look, even
+	 * when made afterwards (the memory is of one look at the tree) */
+	ws_path(&p, "gone/t1/t2/t3/f");
+	is_int(store_gone_lstat(g, p.buf, &st), -ENOENT, "gone: a path in a missing tree");
+	static const char *const late[] = {"gone/t1", "gone/t1/t2", "gone/t1/t2/t3"};
+	for (size_t i = 0; i < ELEMENTSOF(late); i++) {
+		ws_path(&p, late[i]);
+		mkdir(p.buf, 0755);
+	}
+	puts_ws("gone/t1/t2/t3/f", "late\n");
+	ws_path(&p, "gone/t1/t2/t3/f");
+	is_int(store_gone_lstat(g, p.buf, &st), -ENOENT,
+	       "gone: remembered: the tree's top is missing");
+	ws_path(&p, "gone/t1/other");
+	is_int(store_gone_lstat(g, p.buf, &st), -ENOENT, "gone: ... for every path below it");
+	ws_path(&p, "gone/a/b/f");
+	is_int(store_gone_lstat(g, p.buf, &st), 0, "gone: a sibling tree is still there");
+	store_gone_free(g);
+	/* a fresh look sees the tree made meanwhile */
+	ok(store_gone_new(&g) >= 0, "gone: new again");
+	ws_path(&p, "gone/t1/t2/t3/f");
+	is_int(store_gone_lstat(g, p.buf, &st), 0, "gone: a new look sees the new tree");
+	store_gone_free(g);
+	strbuf_free(&p);
+}
+
 int main(void)
 {
 	snprintf(root, sizeof root, "/tmp/test-store-XXXXXX");
@@ -1190,6 +1245,7 @@ int main(void)
 	test_crc32();
 	test_manifest();
 	test_manifest_stream();
+	test_gone_lstat();
 	char *sd = NULL;
 	ok(store_state_dir(&sd) >= 0 && strcmp(sd, state) == 0, "state dir from XDG_STATE_HOME");
 	free(sd);
