@@ -40,4 +40,18 @@ plant ".git/config replaced by a symlink to a file the command then edits" "" \
 brk run -c 'ln .git/config x.cfg' </dev/null >/dev/null 2>&1
 is "$?" 1 "a hard link to .git/config (a second name to edit it through) is refused"
 
+# A key planted in a repository below the workspace that the command then moves away, leaving a
+# symlink in its place: the check finds it under the new name, and the roll-back gives the
+# repository back whole where it was (its undo once took the paths below the symlink for the moved
+# files: it failed with EIO and left an empty directory).
+w="$TEST_DIR/moved"
+mkdir -p "$w/sub" && (cd "$w/sub" && git init -q . && echo a >f && git add f && git -c user.name=t -c user.email=t@t commit -qm init)
+before=$(tree_snapshot_full "$w")
+(cd "$w" && brk run -c 'git -C sub config core.fsmonitor "$PWD/pay.sh" && mv sub sub2 && ln -s sub2 sub' </dev/null >/dev/null 2>"$TEST_DIR/moved.err")
+is "$?" 120 "a key planted, then the repository moved and a symlink left: a prompt (120)"
+grep -q 'sub2/.git/config (git-config: core.fsmonitor=' "$TEST_DIR/moved.err"
+ok $? "... naming the key under the repository's new name"
+sed 's/^/#   /' "$TEST_DIR/moved.err" | tail -4
+is_snap "$(tree_snapshot_full "$w")" "$before" "... rolled back: the repository is back where it was, as it was"
+
 done_testing
