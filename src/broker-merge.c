@@ -522,6 +522,8 @@ struct redirect {
 struct redirects {
 	struct redirect *v;
 	size_t n;
+	size_t *order; /* the applied ones, in the order applied */
+	size_t n_order;
 };
 
 static void redirects_done(struct redirects *rs)
@@ -531,6 +533,7 @@ static void redirects_done(struct redirects *rs)
 		free(rs->v[i].source);
 	}
 	free(rs->v);
+	free(rs->order);
 }
 
 static int join_rel(const char *dir, const char *name, char **ret)
@@ -599,14 +602,12 @@ static int collect_redirects(int up_fd, const char *rel, const char *lower, stru
 	return r;
 }
 
-/* Where the lower path p is now, after the renames applied before entry i (malloc'd). */
-static char *moved_path(const struct redirects *rs, size_t i, const char *p)
+/* Where the lower path p is now, after the renames applied so far (malloc'd). */
+static char *moved_path(const struct redirects *rs, const char *p)
 {
 	char *cur = strdup(p);
-	for (size_t k = 0; cur && k < i; k++) {
-		const struct redirect *e = &rs->v[k];
-		if (!e->applied)
-			continue;
+	for (size_t o = 0; cur && o < rs->n_order; o++) {
+		const struct redirect *e = &rs->v[rs->order[o]];
 		const char *from = e->source, *to = e->target;
 		size_t fl = strlen(from), tl = strlen(to);
 		char *moved = NULL;
@@ -671,6 +672,63 @@ static int make_parents(struct merge *m, int upper_fd, const char *rel)
 }
 
 /*
+ * The workspace has a directory at entry i's destination that is the source of another pending
+ * entry k (a rotation: `mv b a/x && mv a b`): k moves first, to where its destination is before i
+ * moves (below i's source when k's destination is below i's), so that i's move carries it along,
+ * instead of its being removed as what the overlay hid. 1 moved, 0 no such entry (or it could not
+ * move: the caller goes on as before), -errno.
+ */
+static int move_occupant(struct merge *m, struct redirects *rs, size_t i, const char *src_i)
+{
+	const char *ws = m->b->cfg.workspace, *dest = rs->v[i].target;
+	size_t dl = strlen(dest);
+	for (size_t k = 0; k < rs->n; k++) {
+		struct redirect *e = &rs->v[k];
+		if (k == i || e->done || e->applied)
+			continue;
+		_cleanup_free_ char *ks = moved_path(rs, e->source);
+		if (!ks)
+			return -ENOMEM;
+		if (strcmp(ks, dest) != 0)
+			continue;
+		_cleanup_free_ char *mapped = NULL, *from = NULL, *to = NULL, *final = NULL;
+		bool below = strncmp(e->target, dest, dl) == 0 && e->target[dl] == '/';
+		if ((below ? asprintf(&mapped, "%s%s", src_i, e->target + dl)
+			   : asprintf(&mapped, "%s", e->target)) < 0 ||
+		    asprintf(&from, "%s/%s", ws, ks) < 0 ||
+		    asprintf(&to, "%s/%s", ws, mapped) < 0 ||
+		    asprintf(&final, "%s/%s", ws, e->target) < 0)
+			return -ENOMEM;
+		/* its new parent must be there already: otherwise the old way (it fails closed) */
+		struct stat st;
+		_cleanup_free_ char *parent =
+		    strndup(to + 1, (size_t)(strrchr(to, '/') - (to + 1)));
+		if (!parent)
+			return -ENOMEM;
+		if (fstatat(m->b->root_fd, parent, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISDIR(st.st_mode))
+			return 0;
+		struct broker_req q = merge_req(BROKER_OP_RENAME, from);
+		q.path2 = to;
+		q.flags = RENAME_NOREPLACE;
+		if (merge_handle(m, &q) != 0)
+			return 0;
+		m->res->changes++;
+		int r = note_placed(m, final);
+		if (r < 0)
+			return r;
+		free(e->source);
+		free(e->target);
+		e->source = TAKE_PTR(ks);
+		e->target = TAKE_PTR(mapped);
+		e->applied = true;
+		rs->order[rs->n_order++] = k;
+		return 1;
+	}
+	return 0;
+}
+
+/*
  * Move each renamed directory into place in the workspace before the merge proper (whose
  * whiteout at the old name then finds nothing to remove), through the common rename code: the
  * source's tree recorded, the destination's paths recorded as absent. A source that an earlier
@@ -683,10 +741,12 @@ static int apply_redirects(struct merge *m, int upper_fd)
 	struct redirects rs = {0};
 	int r = collect_redirects(upper_fd, "", "", &rs, 0);
 	const char *ws = m->b->cfg.workspace;
+	if (rs.n && !(rs.order = calloc(rs.n, sizeof *rs.order)))
+		r = -ENOMEM;
 	for (size_t i = 0; r >= 0 && i < rs.n; i++) {
-		if (rs.v[i].done)
+		if (rs.v[i].done || rs.v[i].applied)
 			continue;
-		_cleanup_free_ char *src = moved_path(&rs, i, rs.v[i].source);
+		_cleanup_free_ char *src = moved_path(&rs, rs.v[i].source);
 		_cleanup_free_ char *from = NULL, *to = NULL;
 		if (!src || asprintf(&from, "%s/%s", ws, src) < 0 ||
 		    asprintf(&to, "%s/%s", ws, rs.v[i].target) < 0) {
@@ -703,16 +763,20 @@ static int apply_redirects(struct merge *m, int upper_fd)
 		}
 		struct stat st;
 		size_t partner = rs.n;
+		int mo;
 		if (fstatat(m->b->root_fd, to + 1, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 			for (size_t k = i + 1; k < rs.n && partner == rs.n; k++) {
-				_cleanup_free_ char *ks = moved_path(&rs, i, rs.v[k].source);
+				_cleanup_free_ char *ks = moved_path(&rs, rs.v[k].source);
 				if (ks && !rs.v[k].done && strcmp(ks, rs.v[i].target) == 0 &&
 				    strcmp(rs.v[k].target, src) == 0)
 					partner = k;
 			}
 			if (partner < rs.n)
 				q.flags = RENAME_EXCHANGE;
-			else if (remove_tree(m, m->b->root_fd, to + 1, to, 0) <= 0)
+			else if ((mo = move_occupant(m, &rs, i, src)) < 0) {
+				r = mo;
+				break;
+			} else if (mo == 0 && remove_tree(m, m->b->root_fd, to + 1, to, 0) <= 0)
 				continue; /* refused or failed: counted, the rename would fail */
 		}
 		if (merge_handle(m, &q) == 0) {
@@ -725,6 +789,7 @@ static int apply_redirects(struct merge *m, int upper_fd)
 			rs.v[i].source = TAKE_PTR(src);
 			rs.v[i].applied = true;
 			rs.v[i].exchange = partner < rs.n;
+			rs.order[rs.n_order++] = i;
 			if (partner < rs.n)
 				rs.v[partner].done = true;
 		}

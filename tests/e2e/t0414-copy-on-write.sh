@@ -148,6 +148,19 @@ is_snap "$(tree_snapshot_any "$WS")" "$before" "undo puts them back"
 [ -z "$(ls -A "$XDG_STATE_HOME/brokered/cow" 2>/dev/null)" ]
 ok $? "no overlay layers are left in the state dir"
 
+# A rotation: a directory moved into another, which then takes its name (t0300 seed 3118405). The
+# moved one must not be removed as what the overlay hid at the name (the merge failed, 125).
+mkdir -p rot/a/deep rot/b && printf f >rot/a/deep/f && printf g >rot/b/g && printf h >rot/a/h
+before=$(tree_snapshot_any "$WS")
+brk run -- sh -c 'cd rot && mv b a/deep/n6 && mv a b' >/dev/null 2>"$TEST_DIR/rot.err"
+is "$?" 0 "a directory moved into another that then takes its name: merged"
+sed 's/^/#   /' "$TEST_DIR/rot.err" | head -3
+is "$(cd rot && find . | sort | paste -sd' ')" ". ./b ./b/deep ./b/deep/f ./b/deep/n6 ./b/deep/n6/g ./b/h" \
+	"... the tree is as the command left it"
+brk undo </dev/null >/dev/null 2>&1
+is_snap "$(tree_snapshot_any "$WS")" "$before" "... and undo puts it back"
+rm -rf rot
+
 # ---- the broker killed in the middle of the merge: what it merged is undone ----
 k="$TEST_DIR/killed"
 mkdir -p "$k" && k=$(cd "$k" && pwd -P)
@@ -159,8 +172,15 @@ import os, signal, subprocess, sys
 top, brokered = sys.argv[1], sys.argv[2]
 p = subprocess.Popen([brokered, "run", "--", "sh", "-c", "sed -i s/v1/v2/ edit/* && rm -rf big"], cwd=top,
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-# the merge has begun once a file of the tree is gone from the workspace itself
-while p.poll() is None and len(os.listdir(os.path.join(top, "big", "d1"))) == 100:
+# the merge has begun once a file of the tree is gone from the workspace itself (from any of its
+# directories: the merge removes them in the order the directory lists them)
+big = [os.path.join(top, "big", d) for d in os.listdir(os.path.join(top, "big"))]
+def whole():
+    try:
+        return sum(len(os.listdir(d)) for d in big) == 100 * len(big)
+    except FileNotFoundError:
+        return False
+while p.poll() is None and whole():
     pass
 killed = p.poll() is None
 if killed:
