@@ -672,63 +672,6 @@ static int make_parents(struct merge *m, int upper_fd, const char *rel)
 }
 
 /*
- * The workspace has a directory at entry i's destination that is the source of another pending
- * entry k (a rotation: `mv b a/x && mv a b`): k moves first, to where its destination is before i
- * moves (below i's source when k's destination is below i's), so that i's move carries it along,
- * instead of its being removed as what the overlay hid. 1 moved, 0 no such entry (or it could not
- * move: the caller goes on as before), -errno.
- */
-static int move_occupant(struct merge *m, struct redirects *rs, size_t i, const char *src_i)
-{
-	const char *ws = m->b->cfg.workspace, *dest = rs->v[i].target;
-	size_t dl = strlen(dest);
-	for (size_t k = 0; k < rs->n; k++) {
-		struct redirect *e = &rs->v[k];
-		if (k == i || e->done || e->applied)
-			continue;
-		_cleanup_free_ char *ks = moved_path(rs, e->source);
-		if (!ks)
-			return -ENOMEM;
-		if (strcmp(ks, dest) != 0)
-			continue;
-		_cleanup_free_ char *mapped = NULL, *from = NULL, *to = NULL, *final = NULL;
-		bool below = strncmp(e->target, dest, dl) == 0 && e->target[dl] == '/';
-		if ((below ? asprintf(&mapped, "%s%s", src_i, e->target + dl)
-			   : asprintf(&mapped, "%s", e->target)) < 0 ||
-		    asprintf(&from, "%s/%s", ws, ks) < 0 ||
-		    asprintf(&to, "%s/%s", ws, mapped) < 0 ||
-		    asprintf(&final, "%s/%s", ws, e->target) < 0)
-			return -ENOMEM;
-		/* its new parent must be there already: otherwise the old way (it fails closed) */
-		struct stat st;
-		_cleanup_free_ char *parent =
-		    strndup(to + 1, (size_t)(strrchr(to, '/') - (to + 1)));
-		if (!parent)
-			return -ENOMEM;
-		if (fstatat(m->b->root_fd, parent, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    !S_ISDIR(st.st_mode))
-			return 0;
-		struct broker_req q = merge_req(BROKER_OP_RENAME, from);
-		q.path2 = to;
-		q.flags = RENAME_NOREPLACE;
-		if (merge_handle(m, &q) != 0)
-			return 0;
-		m->res->changes++;
-		int r = note_placed(m, final);
-		if (r < 0)
-			return r;
-		free(e->source);
-		free(e->target);
-		e->source = TAKE_PTR(ks);
-		e->target = TAKE_PTR(mapped);
-		e->applied = true;
-		rs->order[rs->n_order++] = k;
-		return 1;
-	}
-	return 0;
-}
-
-/*
  * Move each renamed directory into place in the workspace before the merge proper (whose
  * whiteout at the old name then finds nothing to remove), through the common rename code: the
  * source's tree recorded, the destination's paths recorded as absent. A source that an earlier
@@ -753,6 +696,13 @@ static int apply_redirects(struct merge *m, int upper_fd)
 			r = -ENOMEM;
 			break;
 		}
+		/* Already where it belongs: moved back, or a rename that failed after the overlay
+		 * had written the redirect (onto a file: ENOTDIR) left one naming the directory
+		 * itself. */
+		if (strcmp(src, rs.v[i].target) == 0) {
+			rs.v[i].done = true;
+			continue;
+		}
 		struct broker_req q = merge_req(BROKER_OP_RENAME, from);
 		q.path2 = to;
 		q.flags = RENAME_NOREPLACE;
@@ -761,37 +711,50 @@ static int apply_redirects(struct merge *m, int upper_fd)
 			note_error(m, pk);
 			continue;
 		}
+		/* The workspace has something at the destination. If it is the source of an entry
+		 * still to move (a swap, a rotation, a cycle), the two are exchanged: this one is
+		 * in place, and that one moves on later from here (or is in place too: a swap).
+		 * Else it is what the overlay hid: removed (backed up). */
 		struct stat st;
-		size_t partner = rs.n;
-		int mo;
+		bool occupied = false;
 		if (fstatat(m->b->root_fd, to + 1, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-			for (size_t k = i + 1; k < rs.n && partner == rs.n; k++) {
+			for (size_t k = 0; k < rs.n && !occupied; k++) {
+				if (k == i || rs.v[k].done || rs.v[k].applied)
+					continue;
 				_cleanup_free_ char *ks = moved_path(&rs, rs.v[k].source);
-				if (ks && !rs.v[k].done && strcmp(ks, rs.v[i].target) == 0 &&
-				    strcmp(rs.v[k].target, src) == 0)
-					partner = k;
+				if (!ks) {
+					r = -ENOMEM;
+					break;
+				}
+				occupied = strcmp(ks, rs.v[i].target) == 0;
 			}
-			if (partner < rs.n)
-				q.flags = RENAME_EXCHANGE;
-			else if ((mo = move_occupant(m, &rs, i, src)) < 0) {
-				r = mo;
+			if (r < 0)
 				break;
-			} else if (mo == 0 && remove_tree(m, m->b->root_fd, to + 1, to, 0) <= 0)
+			if (occupied)
+				q.flags = RENAME_EXCHANGE;
+			else if (remove_tree(m, m->b->root_fd, to + 1, to, 0) <= 0)
 				continue; /* refused or failed: counted, the rename would fail */
 		}
-		if (merge_handle(m, &q) == 0) {
-			m->res->changes++;
-			if ((r = note_placed(m, to)) < 0 ||
-			    (partner < rs.n && (r = note_placed(m, from)) < 0))
-				break;
-			/* later sources below it are followed from its new place */
-			free(rs.v[i].source);
-			rs.v[i].source = TAKE_PTR(src);
-			rs.v[i].applied = true;
-			rs.v[i].exchange = partner < rs.n;
-			rs.order[rs.n_order++] = i;
-			if (partner < rs.n)
-				rs.v[partner].done = true;
+		if (merge_handle(m, &q) != 0)
+			continue;
+		m->res->changes++;
+		if ((r = note_placed(m, to)) < 0)
+			break;
+		/* later sources below it are followed from its new place */
+		free(rs.v[i].source);
+		rs.v[i].source = TAKE_PTR(src);
+		rs.v[i].applied = true;
+		rs.v[i].exchange = occupied;
+		rs.order[rs.n_order++] = i;
+		/* an entry the exchange brought to its own destination is done (a swap) */
+		for (size_t k = 0; occupied && r >= 0 && k < rs.n; k++) {
+			if (rs.v[k].done || rs.v[k].applied)
+				continue;
+			_cleanup_free_ char *ks = moved_path(&rs, rs.v[k].source);
+			if (!ks)
+				r = -ENOMEM;
+			else if (strcmp(ks, rs.v[k].target) == 0 && (r = note_placed(m, from)) >= 0)
+				rs.v[k].done = true;
 		}
 	}
 	redirects_done(&rs);

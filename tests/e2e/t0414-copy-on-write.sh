@@ -148,18 +148,32 @@ is_snap "$(tree_snapshot_any "$WS")" "$before" "undo puts them back"
 [ -z "$(ls -A "$XDG_STATE_HOME/brokered/cow" 2>/dev/null)" ]
 ok $? "no overlay layers are left in the state dir"
 
-# A rotation: a directory moved into another, which then takes its name (t0300 seed 3118405). The
-# moved one must not be removed as what the overlay hid at the name (the merge failed, 125).
-mkdir -p rot/a/deep rot/b && printf f >rot/a/deep/f && printf g >rot/b/g && printf h >rot/a/h
-before=$(tree_snapshot_any "$WS")
-brk run -- sh -c 'cd rot && mv b a/deep/n6 && mv a b' >/dev/null 2>"$TEST_DIR/rot.err"
-is "$?" 0 "a directory moved into another that then takes its name: merged"
-sed 's/^/#   /' "$TEST_DIR/rot.err" | head -3
-is "$(cd rot && find . | sort | paste -sd' ')" ". ./b ./b/deep ./b/deep/f ./b/deep/n6 ./b/deep/n6/g ./b/h" \
-	"... the tree is as the command left it"
-brk undo </dev/null >/dev/null 2>&1
-is_snap "$(tree_snapshot_any "$WS")" "$before" "... and undo puts it back"
-rm -rf rot
+# ---- directories renamed in chains and cycles: each as native, and undone ----
+# The merge renames them before anything else; a destination the workspace still has may be the
+# source of another rename (a rotation found by t0300, seed 3118405: the merge failed, 125; a chain
+# merged silently wrong, with one tree's files left only in the store).
+setup_renames() {
+	mkdir -p a/sub b c d/e && printf A >a/fa && printf S >a/sub/fs && printf B >b/fb &&
+		printf C >c/fc && printf E >d/e/fe
+}
+while IFS='|' read -r desc cmd; do
+	twin_check "$desc" setup_renames sh -c "$cmd"
+	(cd "$TWIN_BRK" && "$BROKERED" undo </dev/null >/dev/null 2>&1)
+	ok $? "$desc: undo exits 0"
+	(cd "$TEST_DIR" && rm -rf undone && mkdir undone && cd undone && setup_renames)
+	is "$(tree_snapshot_any "$TWIN_BRK")" "$(tree_snapshot_any "$TEST_DIR/undone")" "$desc: undo puts it back"
+done <<'EOF_RENAMES'
+a chain (b moved away, a takes its name)|mv b c2 && mv a b
+a rotation (b moved into a, a takes its name)|mv b a/sub/x && mv a b
+a swap through a temporary name|mv a t && mv b a && mv t b
+a cycle of three|mv a t && mv b a && mv c b && mv t c
+a cycle of four|mv a t && mv b a && mv c b && mv d c && mv t d
+a nested chain of three|mv a b/in && mv b c/in && mv c a
+a rotation, then a move into the moved tree|mv b a/x && mv a b && mv c b/x/y
+onto a removed directory, then a chain|rm -rf c && mv a c && mv b a
+a rename onto a FIFO that fails (a redirect naming itself)|mkfifo p; mv a p 2>/dev/null; mv a/sub s && mv s a/sub
+EOF_RENAMES
+twin_check "a directory moved away and back" setup_renames sh -c 'mv a x && mv x a'
 
 # ---- the broker killed in the middle of the merge: what it merged is undone ----
 k="$TEST_DIR/killed"
