@@ -82,6 +82,15 @@ static bool was_placed(const struct merge *m, const char *real)
 	return false;
 }
 
+static bool placed_below(const struct merge *m, const char *real)
+{
+	size_t n = strlen(real);
+	for (size_t i = 0; i < m->n_placed; i++)
+		if (strncmp(m->placed[i], real, n) == 0 && m->placed[i][n] == '/')
+			return true;
+	return false;
+}
+
 static bool is_whiteout(const struct stat *st)
 {
 	return S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0);
@@ -281,6 +290,38 @@ static int remove_tree(struct merge *m, int ws_fd, const char *name, const char 
 	return r;
 }
 
+/* Remove what the workspace's directory ws_fd/name (real) has, but what the merge placed there and
+ * the directories on their way: 1 done, 0 a refusal kept something, -errno. */
+static int clear_but_placed(struct merge *m, int ws_fd, const char *name, const char *real,
+			    unsigned depth)
+{
+	if (depth > BROKER_TREE_MAX_DEPTH)
+		return -ELOOP;
+	DIR *d = opendir_at(ws_fd, name);
+	if (!d)
+		return negative_errno();
+	struct dirent *de;
+	int r = 1;
+	while (r >= 0 && (errno = 0, de = readdir(d))) {
+		if (dot_or_dot_dot(de->d_name))
+			continue;
+		struct strbuf sb = STRBUF_INIT;
+		int k = path_join(real, de->d_name, &sb);
+		if (k >= 0 && !was_placed(m, strbuf_cstr(&sb)))
+			k = placed_below(m, strbuf_cstr(&sb))
+				? clear_but_placed(m, dirfd(d), de->d_name, strbuf_cstr(&sb),
+						   depth + 1)
+				: remove_tree(m, dirfd(d), de->d_name, strbuf_cstr(&sb), depth + 1);
+		strbuf_free(&sb);
+		if (k < 0)
+			r = k;
+		else if (k == 0)
+			r = 0;
+	}
+	closedir(d);
+	return r;
+}
+
 /* Would every path of the new tree at up_fd/name be allowed, and is none set-ID? */
 static int tree_allowed(struct merge *m, int up_fd, const char *name, const char *real,
 			unsigned depth)
@@ -438,6 +479,13 @@ static int merge_entry(struct merge *m, int up_fd, int ws_fd, const char *name, 
 		char v[2];
 		bool opaque = fgetxattr(ufd, OVERLAY_XATTR_PREFIX "opaque", v, sizeof v) == 1 &&
 			      v[0] == 'y' && !was_placed(m, real);
+		/* Made again by the command, but the merge moved renamed directories into it
+		 * already: the old entries go, those stay, and the rest merges into it. */
+		if (exists && S_ISDIR(wst.st_mode) && opaque && placed_below(m, real)) {
+			if ((r = clear_but_placed(m, ws_fd, name, real, depth)) < 0)
+				return r;
+			opaque = false;
+		}
 		if (exists && S_ISDIR(wst.st_mode) && !opaque) {
 			_cleanup_close_ int wfd =
 			    openat(ws_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -671,6 +719,57 @@ static int make_parents(struct merge *m, int upper_fd, const char *rel)
 	return 0;
 }
 
+/* Is the relative path p strictly below dir? */
+static bool rel_under(const char *p, const char *dir)
+{
+	size_t n = strlen(dir);
+	return strncmp(p, dir, n) == 0 && p[n] == '/';
+}
+
+/* 1 if the destination of entry i holds, strictly below it, where another entry's source is now
+ * (it must move out before the destination is cleared), or is that source itself while entry i's
+ * source is inside its destination or the other way round (no exchange then); 0 if not,
+ * -ENOMEM. */
+static int pending_below(const struct redirects *rs, size_t i)
+{
+	_cleanup_free_ char *src = moved_path(rs, rs->v[i].source);
+	if (!src)
+		return -ENOMEM;
+	const char *dest = rs->v[i].target;
+	bool nested = rel_under(src, dest) || rel_under(dest, src);
+	for (size_t k = 0; k < rs->n; k++) {
+		if (k == i || rs->v[k].done || rs->v[k].applied)
+			continue;
+		_cleanup_free_ char *ks = moved_path(rs, rs->v[k].source);
+		if (!ks)
+			return -ENOMEM;
+		if (rel_under(ks, dest) || (nested && strcmp(ks, dest) == 0))
+			return 1;
+	}
+	return 0;
+}
+
+/* Rename the workspace's src (relative) to a name of its own next to near (src, or the directory
+ * it is in that is about to be cleared), through the common rename code (the name is recorded as
+ * absent, so undo leaves nothing there); *ret: the new relative name. */
+static int step_aside(struct merge *m, const char *src, const char *near, size_t i, char **ret)
+{
+	const char *ws = m->b->cfg.workspace, *slash = strrchr(near, '/');
+	_cleanup_free_ char *from = NULL, *to = NULL, *rel = NULL;
+	if (asprintf(&rel, "%.*s%s.brokered-merge-%d-%zu", slash ? (int)(slash - near) : 0, near,
+		     slash ? "/" : "", (int)getpid(), i) < 0 ||
+	    asprintf(&from, "%s/%s", ws, src) < 0 || asprintf(&to, "%s/%s", ws, rel) < 0)
+		return -ENOMEM;
+	struct broker_req q = merge_req(BROKER_OP_RENAME, from);
+	q.path2 = to;
+	q.flags = RENAME_NOREPLACE;
+	int r = merge_handle(m, &q);
+	if (r != 0)
+		return r < 0 ? r : -EACCES;
+	*ret = TAKE_PTR(rel);
+	return 0;
+}
+
 /*
  * Move each renamed directory into place in the workspace before the merge proper (whose
  * whiteout at the old name then finds nothing to remove), through the common rename code: the
@@ -686,9 +785,30 @@ static int apply_redirects(struct merge *m, int upper_fd)
 	const char *ws = m->b->cfg.workspace;
 	if (rs.n && !(rs.order = calloc(rs.n, sizeof *rs.order)))
 		r = -ENOMEM;
-	for (size_t i = 0; r >= 0 && i < rs.n; i++) {
+	/* Passes: an entry whose destination still holds, below it, the source of another entry
+	 * waits for that one to move out; when a pass moves nothing, the rest go anyway. */
+	bool progress = true, patient = true;
+	for (size_t i = 0; r >= 0; i++) {
+		if (i == rs.n) {
+			if (!progress && !patient)
+				break;
+			patient = progress;
+			progress = false;
+			i = SIZE_MAX; /* the loop's i++ makes it 0 */
+			continue;
+		}
 		if (rs.v[i].done || rs.v[i].applied)
 			continue;
+		int w = patient ? pending_below(&rs, i) : 0;
+		if (w < 0) {
+			r = w;
+			break;
+		}
+		if (w > 0)
+			continue;
+		progress = true;
+		/* tried once, whatever comes of it (a failure is counted) */
+		rs.v[i].done = true;
 		_cleanup_free_ char *src = moved_path(&rs, rs.v[i].source);
 		_cleanup_free_ char *from = NULL, *to = NULL;
 		if (!src || asprintf(&from, "%s/%s", ws, src) < 0 ||
@@ -701,7 +821,31 @@ static int apply_redirects(struct merge *m, int upper_fd)
 		 * itself. */
 		if (strcmp(src, rs.v[i].target) == 0) {
 			rs.v[i].done = true;
+			if ((r = note_placed(m, to)) < 0)
+				break;
 			continue;
+		}
+		/* One inside the other (`mv a/sub s && rm -rf a && mv s a`, `mv a x && mkdir a &&
+		 * mv x a/x`): the source steps aside to a name of its own first. */
+		bool aside_used = false;
+		if (rel_under(src, rs.v[i].target) || rel_under(rs.v[i].target, src)) {
+			_cleanup_free_ char *aside = NULL;
+			struct stat dst;
+			if (placed_below(m, to) &&
+			    fstatat(m->b->root_fd, to + 1, &dst, AT_SYMLINK_NOFOLLOW) == 0) {
+				note_error(m, -EEXIST); /* as below: left to the upper layer */
+				continue;
+			}
+			aside_used = true;
+			if (step_aside(m, src,
+				       rel_under(src, rs.v[i].target) ? rs.v[i].target : src, i,
+				       &aside) < 0)
+				continue; /* counted */
+			free(from);
+			if (asprintf(&from, "%s/%s", ws, aside) < 0) {
+				r = -ENOMEM;
+				break;
+			}
 		}
 		struct broker_req q = merge_req(BROKER_OP_RENAME, from);
 		q.path2 = to;
@@ -726,14 +870,22 @@ static int apply_redirects(struct merge *m, int upper_fd)
 					r = -ENOMEM;
 					break;
 				}
-				occupied = strcmp(ks, rs.v[i].target) == 0;
+				/* (not after a step aside: the exchange would leave the other one
+				 * under that name, which the renames followed do not know) */
+				occupied = !aside_used && strcmp(ks, rs.v[i].target) == 0;
 			}
 			if (r < 0)
 				break;
-			if (occupied)
+			if (occupied) {
 				q.flags = RENAME_EXCHANGE;
-			else if (remove_tree(m, m->b->root_fd, to + 1, to, 0) <= 0)
+			} else if (placed_below(m, to)) {
+				/* What an earlier rename of the merge put there would go with it:
+				 * left to the upper layer (125), not removed. */
+				note_error(m, -EEXIST);
+				continue;
+			} else if (remove_tree(m, m->b->root_fd, to + 1, to, 0) <= 0) {
 				continue; /* refused or failed: counted, the rename would fail */
+			}
 		}
 		if (merge_handle(m, &q) != 0)
 			continue;

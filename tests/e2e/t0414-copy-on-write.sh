@@ -172,8 +172,26 @@ a nested chain of three|mv a b/in && mv b c/in && mv c a
 a rotation, then a move into the moved tree|mv b a/x && mv a b && mv c b/x/y
 onto a removed directory, then a chain|rm -rf c && mv a c && mv b a
 a rename onto a FIFO that fails (a redirect naming itself)|mkfifo p; mv a p 2>/dev/null; mv a/sub s && mv s a/sub
+into a directory made again|rm -rf a && mkdir -p a/p && mv b a/p/q
+a directory made again, its old child moved back into it|mv a/sub s && rm -rf a && mkdir a && mv s a/sub
+a child takes its parent's place|mv a/sub s && mv a/fa f && rm -rf a && mv s a && mv f a/fa
+a directory moved into itself made again|mv a x && mkdir -p a/y && mv x a/y/z
+a chain into a directory made again|rm -rf b && mkdir b && mv a b/a && mv c a
 EOF_RENAMES
 twin_check "a directory moved away and back" setup_renames sh -c 'mv a x && mv x a'
+# A directory that becomes the child of its former child: not merged (125), nothing lost.
+(cd "$TEST_DIR" && rm -rf swapdown && mkdir swapdown && cd swapdown && setup_renames)
+swapdown=$(cd "$TEST_DIR/swapdown" && pwd -P)
+before=$(tree_snapshot_any "$swapdown")
+(cd "$swapdown" && "$BROKERED" run -- sh -c 'mv a/sub o && mv a t && mv o a && mv t a/t' </dev/null >/dev/null 2>"$TEST_DIR/swapdown.err")
+is "$?" 125 "a directory that becomes the child of its former child: not merged (125)"
+grep -q 'Failed to merge some of the command.s changes' "$TEST_DIR/swapdown.err"
+ok $? "... and it says so"
+[ -z "$(cd "$swapdown" && ls -A | grep brokered-merge)" ]
+ok $? "... no name of the merge's own is left in the workspace"
+(cd "$swapdown" && "$BROKERED" undo </dev/null >/dev/null 2>&1)
+is_snap "$(tree_snapshot_any "$swapdown")" "$before" "... and undo puts the tree back"
+rm -rf "$XDG_STATE_HOME"/brokered/cow/run-*
 
 # ---- the broker killed in the middle of the merge: what it merged is undone ----
 k="$TEST_DIR/killed"
