@@ -564,7 +564,9 @@ static int merge_dir(struct merge *m, int up_fd, int ws_fd, const char *real, un
  * the lower directory it came from. */
 struct redirect {
 	char *target, *source; /* source: as the lower layer had it, then where it was moved from */
-	bool applied, exchange, done; /* exchange: with the entry that was its swapped partner */
+	bool applied;	       /* moved: in rs.order, followed by moved_path() */
+	bool exchange;	       /* ... by RENAME_EXCHANGE with what was at target */
+	bool done;	       /* tried (whatever came of it), or brought into place by another */
 };
 
 struct redirects {
@@ -820,7 +822,6 @@ static int apply_redirects(struct merge *m, int upper_fd)
 		 * had written the redirect (onto a file: ENOTDIR) left one naming the directory
 		 * itself. */
 		if (strcmp(src, rs.v[i].target) == 0) {
-			rs.v[i].done = true;
 			if ((r = note_placed(m, to)) < 0)
 				break;
 			continue;
