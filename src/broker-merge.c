@@ -82,11 +82,16 @@ static bool was_placed(const struct merge *m, const char *real)
 	return false;
 }
 
+/* Is p strictly below dir? */
+static bool strictly_under(const char *p, const char *dir)
+{
+	return path_is_under(p, dir) && strcmp(p, dir) != 0;
+}
+
 static bool placed_below(const struct merge *m, const char *real)
 {
-	size_t n = strlen(real);
 	for (size_t i = 0; i < m->n_placed; i++)
-		if (strncmp(m->placed[i], real, n) == 0 && m->placed[i][n] == '/')
+		if (strictly_under(m->placed[i], real))
 			return true;
 	return false;
 }
@@ -721,13 +726,6 @@ static int make_parents(struct merge *m, int upper_fd, const char *rel)
 	return 0;
 }
 
-/* Is the relative path p strictly below dir? */
-static bool rel_under(const char *p, const char *dir)
-{
-	size_t n = strlen(dir);
-	return strncmp(p, dir, n) == 0 && p[n] == '/';
-}
-
 /* 1 if the destination of entry i holds, strictly below it, where another entry's source is now
  * (it must move out before the destination is cleared), or is that source itself while entry i's
  * source is inside its destination or the other way round (no exchange then); 0 if not,
@@ -738,14 +736,14 @@ static int pending_below(const struct redirects *rs, size_t i)
 	if (!src)
 		return -ENOMEM;
 	const char *dest = rs->v[i].target;
-	bool nested = rel_under(src, dest) || rel_under(dest, src);
+	bool nested = strictly_under(src, dest) || strictly_under(dest, src);
 	for (size_t k = 0; k < rs->n; k++) {
 		if (k == i || rs->v[k].done || rs->v[k].applied)
 			continue;
 		_cleanup_free_ char *ks = moved_path(rs, rs->v[k].source);
 		if (!ks)
 			return -ENOMEM;
-		if (rel_under(ks, dest) || (nested && strcmp(ks, dest) == 0))
+		if (strictly_under(ks, dest) || (nested && strcmp(ks, dest) == 0))
 			return 1;
 	}
 	return 0;
@@ -829,7 +827,7 @@ static int apply_redirects(struct merge *m, int upper_fd)
 		/* One inside the other (`mv a/sub s && rm -rf a && mv s a`, `mv a x && mkdir a &&
 		 * mv x a/x`): the source steps aside to a name of its own first. */
 		bool aside_used = false;
-		if (rel_under(src, rs.v[i].target) || rel_under(rs.v[i].target, src)) {
+		if (strictly_under(src, rs.v[i].target) || strictly_under(rs.v[i].target, src)) {
 			_cleanup_free_ char *aside = NULL;
 			struct stat dst;
 			if (placed_below(m, to) &&
@@ -839,8 +837,8 @@ static int apply_redirects(struct merge *m, int upper_fd)
 			}
 			aside_used = true;
 			if (step_aside(m, src,
-				       rel_under(src, rs.v[i].target) ? rs.v[i].target : src, i,
-				       &aside) < 0)
+				       strictly_under(src, rs.v[i].target) ? rs.v[i].target : src,
+				       i, &aside) < 0)
 				continue; /* counted */
 			free(from);
 			if (asprintf(&from, "%s/%s", ws, aside) < 0) {

@@ -1174,6 +1174,17 @@ static void test_kept(void)
 	strbuf_free(&p);
 }
 
+/* Make the workspace directories rel[0..n), parents first. */
+static void mkdirs_ws(const char *const *rel, size_t n)
+{
+	struct strbuf p = STRBUF_INIT;
+	for (size_t i = 0; i < n; i++) {
+		ws_path(&p, rel[i]);
+		mkdir(p.buf, 0755);
+	}
+	strbuf_free(&p);
+}
+
 /* store_gone_lstat(): as a walk that follows no symlink sees the paths, with memory. */
 static void test_gone_lstat(void)
 {
@@ -1182,10 +1193,7 @@ static void test_gone_lstat(void)
 	struct store_gone *g;
 	ok(store_gone_new(&g) >= 0, "gone: new");
 	static const char *const dirs[] = {"gone", "gone/a", "gone/a/b", "gone/real"};
-	for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
-		ws_path(&p, dirs[i]);
-		mkdir(p.buf, 0755);
-	}
+	mkdirs_ws(dirs, ELEMENTSOF(dirs));
 	puts_ws("gone/a/b/f", "f\n");
 	puts_ws("gone/real/x", "x\n");
 	ws_path(&p, "gone/link");
@@ -1208,10 +1216,7 @@ static void test_gone_lstat(void)
 	ws_path(&p, "gone/t1/t2/t3/f");
 	is_int(store_gone_lstat(g, p.buf, &st), -ENOENT, "gone: a path in a missing tree");
 	static const char *const late[] = {"gone/t1", "gone/t1/t2", "gone/t1/t2/t3"};
-	for (size_t i = 0; i < ELEMENTSOF(late); i++) {
-		ws_path(&p, late[i]);
-		mkdir(p.buf, 0755);
-	}
+	mkdirs_ws(late, ELEMENTSOF(late));
 	puts_ws("gone/t1/t2/t3/f", "late\n");
 	ws_path(&p, "gone/t1/t2/t3/f");
 	is_int(store_gone_lstat(g, p.buf, &st), -ENOENT,
