@@ -338,13 +338,21 @@ static int refuse(scmp_filter_ctx ctx, int nr, int err)
 	return rule(ctx, SCMP_ACT_ERRNO((uint32_t)err), nr, 0, NULL);
 }
 
+/*
+ * An int argument equal to value. The kernel reads only the register's low 32 bits of an int; a
+ * 64-bit comparison (SCMP_CMP_EQ) would let a caller who sets the high bits past the rule:
+ * socket((1 << 32) | AF_PACKET, ...) is socket(AF_PACKET, ...) to the kernel.
+ */
+static struct scmp_arg_cmp int_arg_eq(unsigned argno, uint32_t value)
+{
+	return (struct scmp_arg_cmp){
+	    .arg = argno, .op = SCMP_CMP_MASKED_EQ, .datum_a = 0xffffffffULL, .datum_b = value};
+}
+
 /* ioctl(fd, cmd) with the low 32 bits of cmd equal to value (the kernel ignores the rest). */
 static int refuse_ioctl(scmp_filter_ctx ctx, uint64_t cmd, int err)
 {
-	struct scmp_arg_cmp c = {.arg = 1,
-				 .op = SCMP_CMP_MASKED_EQ,
-				 .datum_a = 0xffffffffULL,
-				 .datum_b = cmd & 0xffffffffULL};
+	struct scmp_arg_cmp c = int_arg_eq(1, (uint32_t)cmd);
 	return rule(ctx, SCMP_ACT_ERRNO((uint32_t)err), SCMP_SYS(ioctl), 1, &c);
 }
 
@@ -362,7 +370,7 @@ static int build_socket_rules(scmp_filter_ctx ctx, bool restrict_ip)
 		if (family == AF_UNIX || family == AF_INET || family == AF_INET6 ||
 		    family == AF_NETLINK)
 			continue;
-		struct scmp_arg_cmp c = {.arg = 0, .op = SCMP_CMP_EQ, .datum_a = (uint64_t)family};
+		struct scmp_arg_cmp c = int_arg_eq(0, (uint32_t)family);
 		if ((r = rule(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1, &c)) < 0)
 			return r;
 	}
@@ -371,7 +379,7 @@ static int build_socket_rules(scmp_filter_ctx ctx, bool restrict_ip)
 	for (size_t i = 0; i < ELEMENTSOF(ip); i++)
 		for (size_t j = 0; j < ELEMENTSOF(raw); j++) {
 			struct scmp_arg_cmp c[2] = {
-			    {.arg = 0, .op = SCMP_CMP_EQ, .datum_a = (uint64_t)ip[i]},
+			    int_arg_eq(0, (uint32_t)ip[i]),
 			    {.arg = 1,
 			     .op = SCMP_CMP_MASKED_EQ,
 			     .datum_a = 0xf,
@@ -418,7 +426,7 @@ static int build_rules(scmp_filter_ctx ctx, bool restrict_ip, enum sandbox_mount
 	/* A nested filter with its own listener could answer CONTINUE for chmod & co, which
 	 * Landlock does not cover: refuse SECCOMP_FILTER_FLAG_NEW_LISTENER. */
 	struct scmp_arg_cmp sc[2] = {
-	    {.arg = 0, .op = SCMP_CMP_EQ, .datum_a = SECCOMP_SET_MODE_FILTER},
+	    int_arg_eq(0, SECCOMP_SET_MODE_FILTER),
 	    {.arg = 1,
 	     .op = SCMP_CMP_MASKED_EQ,
 	     .datum_a = SECCOMP_FILTER_FLAG_NEW_LISTENER,

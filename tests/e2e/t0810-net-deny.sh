@@ -48,6 +48,21 @@ attempt("udp-sendmsg", udp_sendmsg)
 attempt("tcp-bind", lambda: socket.socket().bind(("127.0.0.1", 0)))
 attempt("raw", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP))
 attempt("packet", lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW))
+# The same through socket(2) itself, with the high 32 bits of the int arguments set: the kernel
+# reads only the low ones, and so must the filter.
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+NR_SOCKET = {"x86_64": 41, "aarch64": 198}[os.uname().machine]
+def socket_hi(family, type_):
+    def f():
+        hi = 1 << 32
+        fd = libc.syscall(NR_SOCKET, ctypes.c_long(hi | family), ctypes.c_long(hi | type_), ctypes.c_long(0))
+        if fd < 0:
+            e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
+        os.close(fd)
+    return f
+attempt("raw-hi", socket_hi(socket.AF_INET, socket.SOCK_RAW))
+attempt("packet-hi", socket_hi(socket.AF_PACKET, socket.SOCK_RAW))
 PY
 
 # ---- allow (default): everything as natively
@@ -74,7 +89,9 @@ udp-connect EACCES
 udp-sendmsg EACCES
 tcp-bind EACCES
 raw EPERM
-packet EAFNOSUPPORT" "deny: python's TCP, UDP, bind, raw and packet sockets are refused"
+packet EAFNOSUPPORT
+raw-hi EPERM
+packet-hi EAFNOSUPPORT" "deny: python's TCP, UDP, bind, raw and packet sockets are refused (high bits set too)"
 sleep 0.2
 is "$(cat "$OUTSIDE/udp.log" 2>/dev/null)" "" "deny: the UDP server received nothing"
 audit_log | grep 'phase=notify-net' | grep "path=inet:127.0.0.1:$HP" | grep -q 'decision=deny result=EACCES'
@@ -92,7 +109,9 @@ udp-connect ok
 udp-sendmsg ok
 tcp-bind ok
 raw EPERM
-packet EAFNOSUPPORT" "allowLocalhost: loopback TCP and UDP work, raw and packet sockets stay refused"
+packet EAFNOSUPPORT
+raw-hi EPERM
+packet-hi EAFNOSUPPORT" "allowLocalhost: loopback TCP and UDP work, raw and packet sockets stay refused"
 sleep 0.2
 is "$(sort "$OUTSIDE/udp.log" 2>/dev/null | tr '\n' ' ')" "datagram connected datagram sendmsg datagram sendto " \
 	"allowLocalhost: the UDP server received the three datagrams"
