@@ -18,9 +18,12 @@
 
 CC      ?= cc
 # libcrypto: headers only; the store loads libcrypto.so.3 with dlopen when it first hashes.
-PKGS    := libseccomp libcrypto
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs libseccomp 2>/dev/null || echo -lseccomp) -ldl
+# libseccomp: the unit tests only (brokered compiles its filter itself; test-syscall-table checks
+# that it decides as libseccomp's would).
+PKGS    := libcrypto
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) libseccomp 2>/dev/null)
+PKG_LIBS   := -ldl
+TEST_LIBS  := $(shell pkg-config --libs libseccomp 2>/dev/null || echo -lseccomp)
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wformat-security -Wstrict-prototypes \
 	-Wmissing-prototypes -Wmissing-declarations -Wpointer-arith -Wcast-align -Wvla \
@@ -60,7 +63,7 @@ build/brokered-sh: build/brokered
 
 build/unit/%: build/tests/unit/%.o $(LIB_SRCS:%.c=build/%.o)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(BASE_LDFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(TEST_LIBS)
 
 build/helpers/%: tests/helpers/%.c
 	@mkdir -p $(dir $@)
@@ -83,7 +86,7 @@ build-san/brokered-sh: build-san/brokered
 
 build-san/unit/%: build-san/tests/unit/%.o $(LIB_SRCS:%.c=build-san/%.o)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_LDFLAGS) $(SAN_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(BASE_LDFLAGS) $(SAN_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(TEST_LIBS)
 
 san: build-san/brokered build-san/brokered-sh $(UNIT_SRCS:tests/unit/%.c=build-san/unit/%)
 
@@ -135,7 +138,7 @@ build-aarch64/%.o: %.c
 	$(Q)$(CROSS_AARCH64)gcc $(BASE_CFLAGS) $(REL_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 build-aarch64/brokered: $(SRCS:%.c=build-aarch64/%.o)
-	$(CROSS_AARCH64)gcc $(BASE_LDFLAGS) $(LDFLAGS) -o $@ $^ -lseccomp -ldl
+	$(CROSS_AARCH64)gcc $(BASE_LDFLAGS) $(LDFLAGS) -o $@ $^ -ldl
 
 cross-aarch64: build-aarch64/brokered
 

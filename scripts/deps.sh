@@ -10,7 +10,7 @@ test_pkgs=(clang libclang-rt-14-dev busybox-static python3 perl tmux diffutils a
 	procps util-linux passwd shellcheck clang-format libpython3.11-testsuite make man-db
 	groff-base zsh fish bubblewrap git systemd dpkg-dev debhelper lintian curl)
 # the aarch64 cross build the test command checks (libraries of the foreign architecture arm64)
-cross_pkgs=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross libseccomp-dev:arm64 libssl-dev:arm64)
+cross_pkgs=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross libssl-dev:arm64)
 suites_pkgs=(dpkg-dev zlib1g-dev)
 pkgs=("${build_pkgs[@]}")
 [ "$what" = test ] && pkgs+=("${test_pkgs[@]}" "${cross_pkgs[@]}")

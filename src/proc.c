@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <seccomp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include <unistd.h>
 
 #include "basic/macro.h"
+#include "filter.h"
 #include "basic/parse-util.h"
 
 int proc_read_mem(pid_t tid, uint64_t addr, void *buf, size_t n)
@@ -61,7 +61,7 @@ int proc_target_still_valid(const struct notif_ref *n)
 {
 	if (!n)
 		return 0;
-	return seccomp_notify_id_valid(n->fd, n->id) == 0 ? 0 : -ESRCH;
+	return filter_notif_id_valid(n->fd, n->id) == 0 ? 0 : -ESRCH;
 }
 
 int proc_open_dirfd(pid_t tid, int dirfd, int flags)

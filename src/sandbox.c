@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/seccomp.h>
-#include <seccomp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
@@ -25,6 +24,7 @@
 #include "basic/macro.h"
 #include "basic/path-util.h"
 #include "basic/strbuf.h"
+#include "filter.h"
 #include "syscall-table.h"
 
 static long ll_create_ruleset(const void *attr, size_t size, uint32_t flags)
@@ -242,30 +242,26 @@ int sandbox_landlock_apply(const struct sandbox_landlock *ll)
 
 /* ---- seccomp ---- */
 
-static int rule(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned cnt,
-		const struct scmp_arg_cmp *cmp)
+static int rule(struct filter *ctx, uint32_t action, int nr, unsigned cnt,
+		const struct filter_cmp *cmp)
 {
-	int r = seccomp_rule_add_array(ctx, action, nr, cnt, cmp);
-	/* -EEXIST: the same rule twice; -EDOM/-EINVAL for numbers the library maps away. */
-	return r == -EEXIST ? 0 : r;
+	return filter_add(ctx, action, nr, cnt, cmp);
 }
 
-static int notify(scmp_filter_ctx ctx, int nr)
+static int notify(struct filter *ctx, int nr)
 {
-	return rule(ctx, SCMP_ACT_NOTIFY, nr, 0, NULL);
+	return rule(ctx, FILTER_NOTIFY, nr, 0, NULL);
 }
 
 /* Notify nr when (argument argno & bit) != 0, for each bit of mask. */
-static int notify_masked(scmp_filter_ctx ctx, int nr, int argno, uint64_t mask)
+static int notify_masked(struct filter *ctx, int nr, int argno, uint64_t mask)
 {
 	for (uint64_t bit = 1; bit && bit <= mask; bit <<= 1) {
 		if (!(mask & bit))
 			continue;
-		struct scmp_arg_cmp c = {.arg = (unsigned)argno,
-					 .op = SCMP_CMP_MASKED_EQ,
-					 .datum_a = bit,
-					 .datum_b = bit};
-		int r = rule(ctx, SCMP_ACT_NOTIFY, nr, 1, &c);
+		struct filter_cmp c = {
+		    .arg = (unsigned)argno, .op = FILTER_MASKED_EQ, .mask = bit, .datum = bit};
+		int r = rule(ctx, FILTER_NOTIFY, nr, 1, &c);
 		if (r < 0)
 			return r;
 	}
@@ -274,7 +270,7 @@ static int notify_masked(scmp_filter_ctx ctx, int nr, int argno, uint64_t mask)
 
 /* Every syscall of the table (syscall-table.h) that this architecture has, under its row's
  * condition: the decoder reads the same rows. */
-static int build_notify_rules(scmp_filter_ctx ctx, enum sandbox_mounts mounts)
+static int build_notify_rules(struct filter *ctx, enum sandbox_mounts mounts)
 {
 	bool ro_mounts = mounts != SANDBOX_MOUNTS_SHARED;
 	for (size_t i = 0; i < syscall_table_size; i++) {
@@ -300,11 +296,11 @@ static int build_notify_rules(scmp_filter_ctx ctx, enum sandbox_mounts mounts)
 			break;
 		}
 		case SYSCALL_NOTIFY_PATH_UNLESS_RO: {
-			struct scmp_arg_cmp c = {
+			struct filter_cmp c = {
 			    .arg = (unsigned)syscall_row_arg(row, SYSCALL_ARG_PATH_OR_FD),
-			    .op = SCMP_CMP_NE,
-			    .datum_a = 0};
-			r = ro_mounts ? rule(ctx, SCMP_ACT_NOTIFY, nr, 1, &c) : notify(ctx, nr);
+			    .op = FILTER_NE,
+			    .datum = 0};
+			r = ro_mounts ? rule(ctx, FILTER_NOTIFY, nr, 1, &c) : notify(ctx, nr);
 			break;
 		}
 		case SYSCALL_NOTIFY_RO_WRITE_ACCESS:
@@ -319,11 +315,11 @@ static int build_notify_rules(scmp_filter_ctx ctx, enum sandbox_mounts mounts)
 					  SYSCALL_OPEN_WRITE_FLAGS);
 			break;
 		case SYSCALL_NOTIFY_SOCKADDR: {
-			struct scmp_arg_cmp c = {
+			struct filter_cmp c = {
 			    .arg = (unsigned)syscall_row_arg(row, SYSCALL_ARG_SOCKADDR),
-			    .op = SCMP_CMP_NE,
-			    .datum_a = 0};
-			r = rule(ctx, SCMP_ACT_NOTIFY, nr, 1, &c);
+			    .op = FILTER_NE,
+			    .datum = 0};
+			r = rule(ctx, FILTER_NOTIFY, nr, 1, &c);
 			break;
 		}
 		}
@@ -333,27 +329,27 @@ static int build_notify_rules(scmp_filter_ctx ctx, enum sandbox_mounts mounts)
 	return 0;
 }
 
-static int refuse(scmp_filter_ctx ctx, int nr, int err)
+static int refuse(struct filter *ctx, int nr, int err)
 {
-	return rule(ctx, SCMP_ACT_ERRNO((uint32_t)err), nr, 0, NULL);
+	return rule(ctx, FILTER_ERRNO((uint32_t)err), nr, 0, NULL);
 }
 
 /*
  * An int argument equal to value. The kernel reads only the register's low 32 bits of an int; a
- * 64-bit comparison (SCMP_CMP_EQ) would let a caller who sets the high bits past the rule:
+ * 64-bit comparison would let a caller who sets the high bits past the rule:
  * socket((1 << 32) | AF_PACKET, ...) is socket(AF_PACKET, ...) to the kernel.
  */
-static struct scmp_arg_cmp int_arg_eq(unsigned argno, uint32_t value)
+static struct filter_cmp int_arg_eq(unsigned argno, uint32_t value)
 {
-	return (struct scmp_arg_cmp){
-	    .arg = argno, .op = SCMP_CMP_MASKED_EQ, .datum_a = 0xffffffffULL, .datum_b = value};
+	return (struct filter_cmp){
+	    .arg = argno, .op = FILTER_MASKED_EQ, .mask = 0xffffffffULL, .datum = value};
 }
 
 /* ioctl(fd, cmd) with the low 32 bits of cmd equal to value (the kernel ignores the rest). */
-static int refuse_ioctl(scmp_filter_ctx ctx, uint64_t cmd, int err)
+static int refuse_ioctl(struct filter *ctx, uint64_t cmd, int err)
 {
-	struct scmp_arg_cmp c = int_arg_eq(1, (uint32_t)cmd);
-	return rule(ctx, SCMP_ACT_ERRNO((uint32_t)err), SCMP_SYS(ioctl), 1, &c);
+	struct filter_cmp c = int_arg_eq(1, (uint32_t)cmd);
+	return rule(ctx, FILTER_ERRNO((uint32_t)err), __NR_ioctl, 1, &c);
 }
 
 /*
@@ -361,7 +357,7 @@ static int refuse_ioctl(scmp_filter_ctx ctx, uint64_t cmd, int err)
  * families that reach a network other than through IP (packet, vsock, bluetooth, ...) and raw IP
  * sockets are refused at socket().
  */
-static int build_socket_rules(scmp_filter_ctx ctx, bool restrict_ip)
+static int build_socket_rules(struct filter *ctx, bool restrict_ip)
 {
 	int r;
 	if (!restrict_ip)
@@ -370,28 +366,28 @@ static int build_socket_rules(scmp_filter_ctx ctx, bool restrict_ip)
 		if (family == AF_UNIX || family == AF_INET || family == AF_INET6 ||
 		    family == AF_NETLINK)
 			continue;
-		struct scmp_arg_cmp c = int_arg_eq(0, (uint32_t)family);
-		if ((r = rule(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1, &c)) < 0)
+		struct filter_cmp c = int_arg_eq(0, (uint32_t)family);
+		if ((r = rule(ctx, FILTER_ERRNO(EAFNOSUPPORT), __NR_socket, 1, &c)) < 0)
 			return r;
 	}
 	static const int ip[] = {AF_INET, AF_INET6};
 	static const int raw[] = {SOCK_RAW, SOCK_PACKET};
 	for (size_t i = 0; i < ELEMENTSOF(ip); i++)
 		for (size_t j = 0; j < ELEMENTSOF(raw); j++) {
-			struct scmp_arg_cmp c[2] = {
+			struct filter_cmp c[2] = {
 			    int_arg_eq(0, (uint32_t)ip[i]),
 			    {.arg = 1,
-			     .op = SCMP_CMP_MASKED_EQ,
-			     .datum_a = 0xf,
-			     .datum_b = (uint64_t)raw[j]},
+			     .op = FILTER_MASKED_EQ,
+			     .mask = 0xf,
+			     .datum = (uint64_t)raw[j]},
 			};
-			if ((r = rule(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 2, c)) < 0)
+			if ((r = rule(ctx, FILTER_ERRNO(EPERM), __NR_socket, 2, c)) < 0)
 				return r;
 		}
 	return 0;
 }
 
-static int build_rules(scmp_filter_ctx ctx, bool restrict_ip, enum sandbox_mounts mounts)
+static int build_rules(struct filter *ctx, bool restrict_ip, enum sandbox_mounts mounts)
 {
 	int r = 0;
 	if ((r = build_socket_rules(ctx, restrict_ip)) < 0)
@@ -401,23 +397,23 @@ static int build_rules(scmp_filter_ctx ctx, bool restrict_ip, enum sandbox_mount
 
 	/* Refused: would bypass seccomp (io_uring), change the file system view, or reach files
 	 * by handle; kernel-level escapes for a root-run command. */
-	static const int enosys[] = {SCMP_SYS(io_uring_setup), SCMP_SYS(io_uring_enter),
-				     SCMP_SYS(io_uring_register), __NR_file_setattr};
+	static const int enosys[] = {__NR_io_uring_setup, __NR_io_uring_enter,
+				     __NR_io_uring_register, __NR_file_setattr};
 	for (size_t i = 0; i < ELEMENTSOF(enosys); i++)
 		if ((r = refuse(ctx, enosys[i], ENOSYS)) < 0)
 			return r;
 	static const int eperm[] = {
-	    SCMP_SYS(mount),	       SCMP_SYS(umount2),
-	    SCMP_SYS(pivot_root),      SCMP_SYS(open_by_handle_at),
-	    SCMP_SYS(move_mount),      SCMP_SYS(fsopen),
-	    SCMP_SYS(fsconfig),	       SCMP_SYS(fsmount),
-	    SCMP_SYS(fspick),	       SCMP_SYS(open_tree),
-	    SCMP_SYS(mount_setattr),   __NR_open_tree_attr,
-	    SCMP_SYS(userfaultfd),     SCMP_SYS(acct),
-	    SCMP_SYS(swapon),	       SCMP_SYS(swapoff),
-	    SCMP_SYS(init_module),     SCMP_SYS(finit_module),
-	    SCMP_SYS(delete_module),   SCMP_SYS(kexec_load),
-	    SCMP_SYS(kexec_file_load), SCMP_SYS(name_to_handle_at),
+	    __NR_mount,		  __NR_umount2,
+	    __NR_pivot_root,	  __NR_open_by_handle_at,
+	    __NR_move_mount,	  __NR_fsopen,
+	    __NR_fsconfig,	  __NR_fsmount,
+	    __NR_fspick,	  __NR_open_tree,
+	    __NR_mount_setattr,	  __NR_open_tree_attr,
+	    __NR_userfaultfd,	  __NR_acct,
+	    __NR_swapon,	  __NR_swapoff,
+	    __NR_init_module,	  __NR_finit_module,
+	    __NR_delete_module,	  __NR_kexec_load,
+	    __NR_kexec_file_load, __NR_name_to_handle_at,
 	};
 	for (size_t i = 0; i < ELEMENTSOF(eperm); i++)
 		if ((r = refuse(ctx, eperm[i], EPERM)) < 0)
@@ -425,14 +421,14 @@ static int build_rules(scmp_filter_ctx ctx, bool restrict_ip, enum sandbox_mount
 
 	/* A nested filter with its own listener could answer CONTINUE for chmod & co, which
 	 * Landlock does not cover: refuse SECCOMP_FILTER_FLAG_NEW_LISTENER. */
-	struct scmp_arg_cmp sc[2] = {
+	struct filter_cmp sc[2] = {
 	    int_arg_eq(0, SECCOMP_SET_MODE_FILTER),
 	    {.arg = 1,
-	     .op = SCMP_CMP_MASKED_EQ,
-	     .datum_a = SECCOMP_FILTER_FLAG_NEW_LISTENER,
-	     .datum_b = SECCOMP_FILTER_FLAG_NEW_LISTENER},
+	     .op = FILTER_MASKED_EQ,
+	     .mask = SECCOMP_FILTER_FLAG_NEW_LISTENER,
+	     .datum = SECCOMP_FILTER_FLAG_NEW_LISTENER},
 	};
-	if ((r = rule(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(seccomp), 2, sc)) < 0)
+	if ((r = rule(ctx, FILTER_ERRNO(EPERM), __NR_seccomp, 2, sc)) < 0)
 		return r;
 
 	/* Terminal input injection (the bubblewrap CVE-2017-5226 class) and inode flags. */
@@ -455,47 +451,23 @@ static int build_rules(scmp_filter_ctx ctx, bool restrict_ip, enum sandbox_mount
 	return 0;
 }
 
+int sandbox_filter_rules(struct filter *f, bool restrict_ip, enum sandbox_mounts mounts)
+{
+	*f = (struct filter){0};
+	int r = build_rules(f, restrict_ip, mounts);
+	if (r < 0)
+		filter_done(f);
+	return r;
+}
+
 int sandbox_build_filter(struct sock_fprog *prog, bool restrict_ip, enum sandbox_mounts mounts)
 {
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-	if (!ctx)
-		return -ENOMEM;
-	int r;
-	/* Foreign ABIs (i386 int 0x80, x32) are not in the filter: they get ENOSYS. */
-	if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(ENOSYS))) < 0 ||
-	    (r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0)) < 0 ||
-	    (r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0)
-		goto out;
-	if ((r = build_rules(ctx, restrict_ip, mounts)) < 0)
-		goto out;
-	int mfd = memfd_create("brokered-bpf", MFD_CLOEXEC);
-	if (mfd < 0) {
-		r = negative_errno();
-		goto out;
-	}
-	r = seccomp_export_bpf(ctx, mfd);
-	if (r >= 0) {
-		off_t len = lseek(mfd, 0, SEEK_END);
-		if (len <= 0 || len % (off_t)sizeof(struct sock_filter) != 0 || len > 65536 * 8) {
-			r = -EINVAL;
-		} else {
-			struct sock_filter *f = malloc((size_t)len);
-			if (!f)
-				r = -ENOMEM;
-			else if (pread(mfd, f, (size_t)len, 0) != len) {
-				free(f);
-				r = -EIO;
-			} else {
-				prog->filter = f;
-				prog->len =
-				    (unsigned short)(len / (off_t)sizeof(struct sock_filter));
-				r = 0;
-			}
-		}
-	}
-	close(mfd);
-out:
-	seccomp_release(ctx);
+	struct filter f;
+	int r = sandbox_filter_rules(&f, restrict_ip, mounts);
+	if (r < 0)
+		return r;
+	r = filter_compile(&f, prog);
+	filter_done(&f);
 	return r;
 }
 

@@ -60,6 +60,9 @@ enum sandbox_mounts {
 /* The BPF program (malloc'd filter array in prog->filter). restrict_ip: network mode deny or
  * proxy (raw IP sockets and non-IP network families refused at socket()). */
 int sandbox_build_filter(struct sock_fprog *prog, bool restrict_ip, enum sandbox_mounts mounts);
+/* The rules that program is compiled from (filter.h), for the tests; filter_done() them. */
+struct filter;
+int sandbox_filter_rules(struct filter *f, bool restrict_ip, enum sandbox_mounts mounts);
 /* In the child: no_new_privs + load the filter with a new listener; returns the listener fd. */
 int sandbox_install_filter(const struct sock_fprog *prog, bool wait_killable);
 /* In the child: drop capabilities a root-run command could use to get around the broker. */

@@ -9,7 +9,6 @@
 #include <signal.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
-#include <seccomp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +23,7 @@
 #include "basic/kernel-compat.h"
 #include "basic/macro.h"
 #include "broker.h"
+#include "filter.h"
 #include "proc.h"
 #include "syscall-table.h"
 
@@ -97,7 +97,7 @@ int supervisor_new(int listener_fd, struct broker *b, struct supervisor **ret)
 	struct sigaction sa = {.sa_handler = fifo_cancel_handler};
 	sigemptyset(&sa.sa_mask);
 	(void)sigaction(FIFO_CANCEL_SIGNAL, &sa, NULL);
-	int r = seccomp_notify_alloc(&s->req, &s->resp);
+	int r = filter_notif_alloc(&s->req, &s->resp);
 	if (r < 0) {
 		safe_close(s->waits_pipe[0]);
 		safe_close(s->waits_pipe[1]);
@@ -128,7 +128,8 @@ void supervisor_free(struct supervisor *s)
 	safe_close(s->waits_pipe[0]);
 	safe_close(s->waits_pipe[1]);
 	safe_close(s->waits_ep);
-	seccomp_notify_free(s->req, s->resp);
+	free(s->req);
+	free(s->resp);
 	syscall_buffers_free(s->args);
 	free(s);
 }
@@ -276,7 +277,7 @@ void supervisor_fifo_check(struct supervisor *s)
 {
 	for (size_t i = 0; i < s->n_waits; i++)
 		if (!s->waits[i]->cancelled &&
-		    seccomp_notify_id_valid(s->listener, s->waits[i]->id) < 0)
+		    filter_notif_id_valid(s->listener, s->waits[i]->id) < 0)
 			fifo_cancel(s->waits[i]);
 }
 
@@ -296,7 +297,7 @@ int supervisor_fifo_done(struct supervisor *s)
 	struct fifo_wait *w;
 	while (read(s->waits_pipe[0], &w, sizeof w) == (ssize_t)sizeof w) {
 		(void)pthread_join(w->thread, NULL);
-		if (!w->cancelled && seccomp_notify_id_valid(s->listener, w->id) == 0) {
+		if (!w->cancelled && filter_notif_id_valid(s->listener, w->id) == 0) {
 			if (w->result >= 0 && !w->connect)
 				(void)send_fd(s, w->id, w->result, w->cloexec);
 			else
@@ -324,7 +325,7 @@ static void respond(struct supervisor *s, uint64_t id, int64_t val, int32_t err,
 	resp->error = err;
 	resp->flags = flags;
 	/* -ENOENT: the target was killed or interrupted meanwhile; nothing to answer. */
-	(void)seccomp_notify_respond(s->listener, resp);
+	(void)filter_notif_respond(s->listener, resp);
 }
 
 /* A notification of the current batch whose pre-images wait for the batch's flush. */
@@ -345,7 +346,7 @@ static int handle(struct supervisor *s, uint64_t id, pid_t tid, const struct sec
 	if (r == SYSCALL_DECODE_CHROOT)
 		r = decide_chroot(tid, q.path);
 	/* Decide only on copies, and only while the target is still the one that asked. */
-	if (seccomp_notify_id_valid(s->listener, id) < 0)
+	if (filter_notif_id_valid(s->listener, id) < 0)
 		return 0;
 	/* ... and again after each open under /proc/TID (resolve, umask): the broker checks it. */
 	const struct notif_ref nref = {s->listener, id};
@@ -408,8 +409,7 @@ static bool listener_ready(struct supervisor *s)
 
 static int receive(struct supervisor *s)
 {
-	memset(s->req, 0, sizeof *s->req); /* libseccomp 2.5.4 does not, and the kernel insists */
-	int r = seccomp_notify_receive(s->listener, s->req);
+	int r = filter_notif_receive(s->listener, s->req);
 	/* -ENOENT: the target died before we read it; -EINTR: a signal. */
 	if (r == -ENOENT || r == -EINTR || r == -EAGAIN)
 		return 0;
@@ -445,7 +445,7 @@ int supervisor_handle_one(struct supervisor *s)
 	for (size_t i = 0; i < n; i++) {
 		if (r >= 0)
 			(void)handle(s, pend[i].id, pend[i].tid, &pend[i].data, false);
-		else if (seccomp_notify_id_valid(s->listener, pend[i].id) == 0)
+		else if (filter_notif_id_valid(s->listener, pend[i].id) == 0)
 			respond(s, pend[i].id, 0, r, 0);
 	}
 	return 0;

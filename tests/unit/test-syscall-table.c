@@ -14,6 +14,7 @@
 #include <seccomp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -22,6 +23,7 @@
 
 #include "basic/kernel-compat.h"
 #include "basic/macro.h"
+#include "filter.h"
 #include "sandbox.h"
 #include "syscall-table.h"
 
@@ -110,12 +112,15 @@ static void shapes(void)
 
 #define RUN_BAD 0xdeadbeefu /* an instruction this interpreter does not know */
 
+static size_t bpf_steps; /* instructions run */
+
 /* Classic BPF as the kernel runs a seccomp filter (A, X, M[16]; loads from seccomp_data). */
 static uint32_t bpf_run(const struct sock_fprog *p, const struct seccomp_data *d)
 {
 	uint32_t A = 0, X = 0, M[BPF_MEMWORDS] = {0};
 	for (size_t pc = 0; pc < p->len; pc++) {
 		const struct sock_filter *f = &p->filter[pc];
+		bpf_steps++;
 		uint32_t src = BPF_SRC(f->code) == BPF_X ? X : f->k;
 		switch (BPF_CLASS(f->code)) {
 		case BPF_LD:
@@ -344,6 +349,153 @@ static void filter_copy_on_write(bool restrict_ip)
 }
 
 /* ---- decoding ---- */
+
+/* ---- brokered's compiler against libseccomp's ---- */
+
+/* The same rules through libseccomp (as brokered built its filter until it compiled its own). */
+static int libseccomp_program(const struct filter *f, struct sock_fprog *prog)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	if (!ctx)
+		return -ENOMEM;
+	int r = 0;
+	if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(ENOSYS))) < 0 ||
+	    (r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0)
+		goto out;
+	for (size_t i = 0; i < f->n && r >= 0; i++) {
+		const struct filter_rule *rule = &f->rules[i];
+		struct scmp_arg_cmp c[FILTER_CMP_MAX];
+		for (unsigned k = 0; k < rule->n_cmp; k++) {
+			const struct filter_cmp *x = &rule->cmp[k];
+			c[k] = x->op == FILTER_MASKED_EQ
+				   ? (struct scmp_arg_cmp){.arg = x->arg,
+							   .op = SCMP_CMP_MASKED_EQ,
+							   .datum_a = x->mask,
+							   .datum_b = x->datum}
+				   : (struct scmp_arg_cmp){
+					 .arg = x->arg, .op = SCMP_CMP_NE, .datum_a = x->datum};
+		}
+		r = seccomp_rule_add_exact_array(ctx, rule->action, (int)rule->nr, rule->n_cmp, c);
+		if (r == -EEXIST)
+			r = 0;
+	}
+	if (r < 0)
+		goto out;
+	int mfd = memfd_create("bpf", MFD_CLOEXEC);
+	if (mfd < 0 || (r = seccomp_export_bpf(ctx, mfd)) < 0)
+		goto out;
+	off_t len = lseek(mfd, 0, SEEK_END);
+	prog->filter = malloc((size_t)len);
+	prog->len = (unsigned short)(len / (off_t)sizeof(struct sock_filter));
+	if (!prog->filter || pread(mfd, prog->filter, (size_t)len, 0) != len)
+		r = -EIO;
+	close(mfd);
+out:
+	seccomp_release(ctx);
+	return r;
+}
+
+/* Arguments to try: zero, all ones, every single bit, and the values the rules name (with and
+ * without the high 32 bits set), in each argument. */
+static size_t argument_values(const struct filter *f, uint64_t *v, size_t max)
+{
+	size_t n = 0;
+	v[n++] = 0;
+	v[n++] = ~UINT64_C(0);
+	for (int b = 0; b < 64; b++)
+		v[n++] = UINT64_C(1) << b;
+	for (size_t i = 0; i < f->n; i++)
+		for (unsigned k = 0; k < f->rules[i].n_cmp && n + 4 <= max; k++) {
+			uint64_t d = f->rules[i].cmp[k].datum;
+			v[n++] = d;
+			v[n++] = d | (UINT64_C(1) << 32);
+			v[n++] = d | ~f->rules[i].cmp[k].mask;
+			v[n++] = d ^ 1;
+		}
+	return n;
+}
+
+static void against_libseccomp(bool restrict_ip, enum sandbox_mounts mounts)
+{
+	struct filter f;
+	struct sock_fprog ours = {0}, theirs = {0};
+	if (!ok(sandbox_filter_rules(&f, restrict_ip, mounts) == 0 &&
+		    filter_compile(&f, &ours) == 0 && libseccomp_program(&f, &theirs) == 0,
+		"restrict_ip=%d mounts=%d: both programs built", restrict_ip, (int)mounts))
+		return;
+	static uint64_t vals[4096];
+	size_t n_vals = argument_values(&f, vals, ELEMENTSOF(vals));
+	static const uint32_t extra[] = {0x40000000, 0x40000001, 0x40000000 + __NR_openat,
+					 0x7fffffff, 0xfffffffe, 0xffffffff};
+	size_t tried = 0, differ = 0, bad = 0;
+	for (size_t i = 0; i < BROKERED_NR_FUTURE_LIMIT + 32 + ELEMENTSOF(extra); i++) {
+		uint32_t nr = i < BROKERED_NR_FUTURE_LIMIT + 32
+				  ? (uint32_t)i
+				  : extra[i - BROKERED_NR_FUTURE_LIMIT - 32];
+		bool has_cmp = false;
+		for (size_t k = 0; k < f.n; k++)
+			has_cmp |= f.rules[k].nr == nr && f.rules[k].n_cmp;
+		for (int arch = 0; arch < 2; arch++)
+			for (int argno = 0; argno < (has_cmp && !arch ? 6 : 1); argno++)
+				for (size_t j = 0; j < (has_cmp && !arch ? n_vals : 2); j++) {
+					struct seccomp_data d = {.nr = (int)nr,
+								 .arch = arch ? FOREIGN_AUDIT_ARCH
+									      : NATIVE_AUDIT_ARCH};
+					for (int a = 0; a < 6; a++)
+						d.args[a] =
+						    a == argno ? vals[j] : vals[(j + 1) % 2];
+					uint32_t x = bpf_run(&ours, &d), y = bpf_run(&theirs, &d);
+					tried++;
+					bad += x == RUN_BAD || y == RUN_BAD;
+					if (x != y && differ++ < 5)
+						printf("# nr %#x arch %d arg%d=%#llx: ours %#x, "
+						       "libseccomp's %#x\n",
+						       nr, arch, argno,
+						       (unsigned long long)d.args[argno], x, y);
+				}
+	}
+	/* Both conditions of a two-condition rule at once (socket's family and type). */
+	for (size_t k = 0; k < f.n; k++) {
+		const struct filter_rule *rule = &f.rules[k];
+		if (rule->n_cmp != 2)
+			continue;
+		for (int hi = 0; hi < 4; hi++) {
+			struct seccomp_data d = {.nr = (int)rule->nr, .arch = NATIVE_AUDIT_ARCH};
+			d.args[rule->cmp[0].arg] =
+			    rule->cmp[0].datum | (hi & 1 ? UINT64_C(1) << 40 : 0);
+			d.args[rule->cmp[1].arg] = rule->cmp[1].datum | (hi & 2 ? 0x80 : 0);
+			uint32_t x = bpf_run(&ours, &d), y = bpf_run(&theirs, &d);
+			tried++;
+			if (x != y && differ++ < 5)
+				printf(
+				    "# nr %#x both conditions (%d): ours %#x, libseccomp's %#x\n",
+				    rule->nr, hi, x, y);
+		}
+	}
+	/* What a syscall without rules costs: read, close, fstat, mmap, a read-only openat. */
+	static const int common[] = {__NR_read, __NR_close, __NR_fstat, __NR_mmap, __NR_openat};
+	size_t steps[2] = {0};
+	for (int which = 0; which < 2; which++)
+		for (size_t k = 0; k < ELEMENTSOF(common); k++) {
+			struct seccomp_data d = {.nr = common[k], .arch = NATIVE_AUDIT_ARCH};
+			bpf_steps = 0;
+			(void)bpf_run(which ? &theirs : &ours, &d);
+			steps[which] += bpf_steps;
+		}
+	ok(steps[0] <= steps[1],
+	   "restrict_ip=%d mounts=%d: read, close, fstat, mmap, openat(O_RDONLY) pass after %zu "
+	   "instructions (libseccomp's: %zu)",
+	   restrict_ip, (int)mounts, steps[0], steps[1]);
+	is_int(bad, 0, "restrict_ip=%d mounts=%d: the interpreter knows every instruction",
+	       restrict_ip, (int)mounts);
+	is_int(differ, 0,
+	       "restrict_ip=%d mounts=%d: brokered's program decides as libseccomp's on %zu "
+	       "inputs (%u instructions against %u)",
+	       restrict_ip, (int)mounts, tried, ours.len, theirs.len);
+	free(ours.filter);
+	free(theirs.filter);
+	filter_done(&f);
+}
 
 static struct syscall_buffers *bufs;
 
@@ -691,6 +843,10 @@ int main(void)
 	filter(true, true);
 	filter_copy_on_write(false);
 	filter_copy_on_write(true);
+	for (int mounts = SANDBOX_MOUNTS_SHARED; mounts <= SANDBOX_MOUNTS_COPY_ON_WRITE; mounts++) {
+		against_libseccomp(false, (enum sandbox_mounts)mounts);
+		against_libseccomp(true, (enum sandbox_mounts)mounts);
+	}
 	if (syscall_buffers_new(&bufs) < 0)
 		abort();
 	decode_rows();
