@@ -140,6 +140,13 @@ int broker_before_change(struct broker_call *c, int parent_fd, const char *name,
 /* The same for a name the caller has just looked at (st: its lstat(), NULL: absent). */
 int broker_before_change_st(struct broker_call *c, int parent_fd, const char *name,
 			    const char *real, const struct stat *st, unsigned flags);
+/* A directory about to be removed with all it holds, kept whole by the store (store_keep_tree(),
+ * which o->durable is set for): 1 kept and moved, 0 not (nothing changed), -errno. */
+struct store_tree_opts;
+struct store_record;
+int broker_keep_tree(struct broker *b, int parent_fd, const char *name, const char *real,
+		     const struct stat *st, struct store_tree_opts *o, struct store_record **ret,
+		     size_t *ret_n);
 /* The same for a name resolve_path() has just looked at: the store need not look again. */
 int broker_before_change_res(struct broker_call *c, const struct resolved *res, unsigned flags);
 

@@ -60,6 +60,10 @@ struct merge {
 	 */
 	char **placed;
 	size_t n_placed;
+	/* a tree being kept whole: the policy's reason for each path allowed, in the order asked
+	 * (which is the order of the records the store gives back) */
+	const char **reasons;
+	size_t n_reasons, cap_reasons;
 };
 
 static int note_placed(struct merge *m, const char *real)
@@ -225,6 +229,61 @@ static int decide_make(struct merge *m, int ws_fd, const char *name, const char 
 	return 1;
 }
 
+/* Would the policy let the command remove path (a tree kept whole asks for every path)? */
+static bool removal_allowed(const char *path, const struct stat *st, void *userdata)
+{
+	struct merge *m = userdata;
+	const char *reason = NULL;
+	if (path_is_under(path, m->b->cfg.scratch) || broker_is_shm(m->b, path) ||
+	    policy_check(m->b->policy, path, POLICY_ACCESS_DELETE, &reason) != POLICY_ALLOW)
+		return false;
+	if (m->n_reasons == m->cap_reasons) {
+		size_t cap = m->cap_reasons ? m->cap_reasons * 2 : 256;
+		const char **v = reallocarray(m->reasons, cap, sizeof *v);
+		if (!v)
+			return false; /* kept piece by piece instead */
+		m->reasons = v;
+		m->cap_reasons = cap;
+	}
+	m->reasons[m->n_reasons++] = reason;
+	return true;
+}
+
+/* Larger trees are kept a subtree at a time: their records are held in memory meanwhile. */
+#define KEPT_TREE_MAX_PATHS 32768
+
+/*
+ * A directory removed with all it holds, moved into the store whole (store_keep_tree()) when the
+ * policy allows every removal in it, and each removal logged as the common code would: 1 done,
+ * 0 not kept whole (nothing changed), -errno.
+ */
+static int keep_tree(struct merge *m, int ws_fd, const char *name, const char *real,
+		     const struct stat *st)
+{
+	struct store_tree_opts o = {
+	    .allow = removal_allowed, .userdata = m, .max_entries = KEPT_TREE_MAX_PATHS};
+	struct store_record *v;
+	size_t n;
+	m->n_reasons = 0;
+	int r = broker_keep_tree(m->b, ws_fd, name, real, st, &o, &v, &n);
+	if (r <= 0)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		struct broker_req q = merge_req(BROKER_OP_UNLINK, v[i].path);
+		q.flags = v[i].kind == STORE_KIND_DIR ? AT_REMOVEDIR : 0;
+		struct broker_call c;
+		broker_call_begin(&c, m->b, &m->door, &q, NULL, "merge");
+		c.log.real = v[i].path;
+		c.log.decision = DECIDE_BROKER;
+		c.log.reason = i < m->n_reasons ? m->reasons[i] : NULL;
+		c.log.backup = "saved";
+		broker_log_op(&c, 0);
+		broker_call_end(&c);
+	}
+	store_records_free(v, n);
+	return 1;
+}
+
 /* Remove what the workspace has at ws_fd/name (real), depth first: 1 if it is gone, 0 if a
  * refusal keeps it (or something below it), -errno. */
 static int remove_tree(struct merge *m, int ws_fd, const char *name, const char *real,
@@ -235,6 +294,11 @@ static int remove_tree(struct merge *m, int ws_fd, const char *name, const char 
 		return errno == ENOENT ? 1 : negative_errno();
 	if (depth > BROKER_TREE_MAX_DEPTH)
 		return -ELOOP;
+	if (S_ISDIR(st.st_mode) && m->door.delete_mode != BROKER_DELETE_TRASH) {
+		int r = keep_tree(m, ws_fd, name, real, &st);
+		if (r != 0)
+			return r;
+	}
 	if (S_ISDIR(st.st_mode)) {
 		DIR *d = opendir_at(ws_fd, name);
 		if (!d)
@@ -941,6 +1005,7 @@ int broker_merge(struct broker *b, int upper_fd, struct broker_merge_result *ret
 	for (size_t i = 0; i < m.n_placed; i++)
 		free(m.placed[i]);
 	free(m.placed);
+	free(m.reasons);
 	if (r < 0)
 		return r;
 	return m.error;

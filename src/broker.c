@@ -482,6 +482,24 @@ int broker_before_change_st(struct broker_call *c, int parent_fd, const char *na
 			     st ? flags : flags | STORE_ABSENT);
 }
 
+int broker_keep_tree(struct broker *b, int parent_fd, const char *name, const char *real,
+		     const struct stat *st, struct store_tree_opts *o, struct store_record **ret,
+		     size_t *ret_n)
+{
+	*ret = NULL;
+	*ret_n = 0;
+	if (!b->turn || !b->cfg.backup_enabled)
+		return 0;
+	o->durable = !is_volatile(b, parent_fd, st->st_dev);
+	int r = store_keep_tree(b->turn, parent_fd, name, real, st, o, ret, ret_n);
+	if (r > 0) {
+		for (size_t i = 0; i < *ret_n; i++)
+			b->stats.backups_saved += (*ret)[i].kind != STORE_KIND_ABSENT;
+		b->flushed |= o->durable;
+	}
+	return r;
+}
+
 int broker_before_change_res(struct broker_call *c, const struct resolved *res, unsigned flags)
 {
 	return before_change(c, res->parent_fd, res->name, res->real, res->exists ? &res->st : NULL,

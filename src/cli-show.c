@@ -464,8 +464,7 @@ static int diff_turn(struct store *s, const struct view *v, const struct turn_vi
 			continue;
 		_cleanup_free_ char *obj = NULL;
 		if (pre->kind == STORE_KIND_FILE && !pre->not_backed_up &&
-		    asprintf(&obj, "%s/modify_backup/objects/%.2s/%s", store_session_dir(s),
-			     pre->hash, pre->hash + 2) < 0)
+		    store_record_content_path(s, t->info.id, pre, &obj) == -ENOMEM)
 			return log_error_errno(ENOMEM, "Out of memory"), 1;
 		struct side a = {.kind = pre->kind,
 				 .mode = side_mode(pre->kind, pre->mode),

@@ -504,9 +504,9 @@ static int repo_get(struct guard *g, const char *root, struct repo **ret)
 
 static bool same_as_preimage(struct guard *g, const struct store_record *pre, const char *path)
 {
-	if (!pre || pre->kind != STORE_KIND_FILE || pre->not_backed_up || !pre->hash[0])
+	if (!pre || pre->kind != STORE_KIND_FILE || pre->not_backed_up)
 		return false;
-	_cleanup_close_ int a = store_object_open(g->s, pre->hash);
+	_cleanup_close_ int a = store_record_content_open(g->s, g->turn_id, pre);
 	_cleanup_close_ int b = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	struct stat sa, sb;
 	if (a < 0 || b < 0 || fstat(a, &sa) < 0 || fstat(b, &sb) < 0 || !S_ISREG(sb.st_mode) ||
@@ -567,8 +567,8 @@ static int check_config(struct guard *g, const char *path, const struct store_re
 		return add_block(g, path, undo,
 				 g->no_git ? "git-config: changed (git is not installed to read it)"
 					   : "git-config: changed and does not parse");
-	if (pre && pre->kind == STORE_KIND_FILE && !pre->not_backed_up && pre->hash[0]) {
-		_cleanup_close_ int fd = store_object_open(g->s, pre->hash);
+	if (pre && pre->kind == STORE_KIND_FILE && !pre->not_backed_up) {
+		_cleanup_close_ int fd = store_record_content_open(g->s, g->turn_id, pre);
 		if (fd < 0 || git_list_fd(fd, &old, &nold) < 0)
 			old = NULL, nold = 0;
 	}

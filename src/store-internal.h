@@ -22,7 +22,8 @@
  *                               their paths: records that ride on the journal (store-kept.c)
  *   modify_backup/turns/<id>/   one turn: meta (one record line: state, message, times),
  *                               manifest (append-only pre-images), post (post-states, at
- *                               commit), calls (tool call ids, one escaped id per line)
+ *                               commit), calls (tool call ids, one escaped id per line),
+ *                               trees/<tree id>/ (directories removed whole, store-tree.c)
  */
 
 #define STORE_ID_MAX	   128
@@ -169,6 +170,19 @@ int store_kept_append(struct store_turn *t, const struct store_record *rec, bool
 int store_kept_settle(struct store *s, int turn_fd, const char *id, bool complete);
 /* Settle the kept names of every turn nobody holds (a broker killed, a power cut). */
 int store_kept_recover_all(struct store *s);
+
+/* store-tree.c: a store_record_fn in front of fn that drops the records of kept trees that are
+ * not in the store (their move never happened: the paths stayed where they were). */
+struct store_tree_filter {
+	int turn_fd;
+	store_record_fn fn;
+	void *userdata;
+	char *last; /* the tree looked at last, and whether it is there */
+	bool present;
+};
+int store_tree_filter(struct store_record *rec, void *userdata);
+/* A turn's manifest through fn, without those records. */
+int store_manifest_foreach_turn(int turn_fd, store_record_fn fn, void *userdata);
 
 /* store-gc.c */
 int store_remove_tree_at(int dirfd, const char *name);

@@ -296,7 +296,7 @@ int store_kept_record(struct store_turn *t, const struct store_record *rec, int 
 /* The paths that have a record in the turn's manifest. */
 static int manifest_paths(int turn_fd, struct path_set *ret)
 {
-	int r = store_manifest_foreach_at(turn_fd, "manifest", store_set_add_record, ret);
+	int r = store_manifest_foreach_turn(turn_fd, store_set_add_record, ret);
 	return r == -ENOENT ? 0 : r;
 }
 

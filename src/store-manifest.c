@@ -98,6 +98,7 @@ void store_record_done(struct store_record *r)
 	free(r->path);
 	free(r->target);
 	free(r->call);
+	free(r->tree);
 	*r = (struct store_record){0};
 }
 
@@ -165,6 +166,10 @@ int store_record_format(const struct store_record *r, struct strbuf *out)
 		e = e < 0 ? e : strbuf_appends(out, " nb=1");
 	if (r->moved)
 		e = e < 0 ? e : strbuf_appends(out, " mv=1");
+	if (r->tree) {
+		e = e < 0 ? e : store_line_kvs(out, "kt", r->tree);
+		e = e < 0 ? e : store_line_kvu(out, "ka", r->tree_at);
+	}
 	if (r->call)
 		e = e < 0 ? e : store_line_kvs(out, "c", r->call);
 	return e < 0 ? e : store_line_end(out, start);
@@ -243,6 +248,10 @@ static int record_set(struct store_record *rec, const char *key, const char *v, 
 		r = store_unescape_dup(v, &rec->target);
 	} else if (strcmp(key, "c") == 0 && !rec->call) {
 		r = store_unescape_dup(v, &rec->call);
+	} else if (strcmp(key, "kt") == 0 && !rec->tree) {
+		r = store_unescape_dup(v, &rec->tree);
+	} else if (strcmp(key, "ka") == 0) {
+		r = parse_u64(v, 10, &rec->tree_at);
 	} else if (strcmp(key, "h") == 0) {
 		if (!hash_valid(v))
 			return -EBADMSG;
@@ -280,6 +289,11 @@ static bool record_valid(const struct store_record *r)
 	if (!r->path || r->path[0] != '/')
 		return false;
 	if (r->kind == STORE_KIND_SYMLINK && !r->target)
+		return false;
+	/* a kept tree's file: its tree is a name of the store, its root a parent of its path */
+	if (r->tree && (r->kind != STORE_KIND_FILE || !store_id_valid(r->tree) || r->tree_at < 1 ||
+			r->tree_at > strlen(r->path) ||
+			(r->path[r->tree_at] != '\0' && r->path[r->tree_at] != '/')))
 		return false;
 	return true;
 }

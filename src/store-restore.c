@@ -227,6 +227,10 @@ static bool file_matches(struct store *s, const struct store_record *pre, const 
 	if (cur.size != pre->size || cur.mode != pre->mode || cur.mtime_ns != pre->mtime_ns ||
 	    cur.uid != pre->uid || cur.gid != pre->gid)
 		return false;
+	/* a kept tree's file is the inode itself: the same one is still here (not moved after all)
+	 */
+	if (pre->tree)
+		return (uint64_t)st->st_ino == pre->ino;
 	_cleanup_close_ int fd = open(pre->path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	char hash[65];
 	return fd >= 0 && store_hash_fd(fd, hash) >= 0 && strcmp(hash, pre->hash) == 0;
@@ -251,7 +255,7 @@ static enum store_action action_for(struct store *s, struct store_plan *p,
 	case STORE_KIND_ABSENT:
 		return exists ? STORE_ACTION_REMOVE : STORE_ACTION_NONE;
 	case STORE_KIND_FILE:
-		if (pre->not_backed_up || !pre->hash[0])
+		if (pre->not_backed_up || (!pre->hash[0] && !pre->tree))
 			return STORE_ACTION_LOST;
 		if (exists && S_ISREG(st.st_mode) && file_matches(s, pre, &st))
 			return STORE_ACTION_NONE;
@@ -586,7 +590,7 @@ static int set_owner_mode_times(int fd, const struct store_record *pre)
 static int write_object_tmp(struct applier *a, int pfd, const char *tmp,
 			    const struct store_record *pre)
 {
-	_cleanup_close_ int ofd = store_object_open(a->s, pre->hash);
+	_cleanup_close_ int ofd = store_record_content_open(a->s, a->p->turn_id, pre);
 	if (ofd < 0)
 		return ofd;
 	_cleanup_close_ int fd =
@@ -595,10 +599,11 @@ static int write_object_tmp(struct applier *a, int pfd, const char *tmp,
 		return negative_errno();
 	char hash[65];
 	int r = store_copy_fd(ofd, fd);
-	if (r >= 0)
-		r = store_hash_fd(fd, hash);
-	if (r >= 0 && strcmp(hash, pre->hash) != 0)
-		r = -EBADMSG; /* the object is damaged: never restore wrong content */
+	/* the object is damaged: never restore wrong content (a kept tree's file was checked
+	 * when opened: the inode recorded, unchanged) */
+	if (r >= 0 && !pre->tree && (r = store_hash_fd(fd, hash)) >= 0 &&
+	    strcmp(hash, pre->hash) != 0)
+		r = -EBADMSG;
 	if (r >= 0)
 		r = set_owner_mode_times(fd, pre);
 	if (r >= 0 && a->sync && fdatasync(fd) < 0)
@@ -738,14 +743,14 @@ static void restored_add(struct applier *a, const struct store_record *pre)
 static int restore_in_place(struct applier *a, int pfd, const char *name,
 			    const struct store_record *pre)
 {
-	_cleanup_close_ int ofd = store_object_open(a->s, pre->hash);
+	_cleanup_close_ int ofd = store_record_content_open(a->s, a->p->turn_id, pre);
 	if (ofd < 0)
 		return ofd;
 	char hash[65];
-	int r = store_hash_fd(ofd, hash);
+	int r = pre->tree ? 0 : store_hash_fd(ofd, hash);
 	if (r < 0)
 		return r;
-	if (strcmp(hash, pre->hash) != 0)
+	if (!pre->tree && strcmp(hash, pre->hash) != 0)
 		return -EBADMSG; /* the object is damaged: never restore wrong content */
 	_cleanup_close_ int fd =
 	    openat(pfd, name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);

@@ -353,7 +353,7 @@ int store_current_turn(struct store *s, char **ret_id)
 /* Fill the path set from the manifest, so joining runs do not record paths again. */
 static int turn_load_seen(struct store_turn *t)
 {
-	return store_manifest_foreach_at(t->dir_fd, "manifest", store_set_add_record, &t->seen);
+	return store_manifest_foreach_turn(t->dir_fd, store_set_add_record, &t->seen);
 }
 
 int store_turn_join_or_begin(struct store *s, const struct store_options *o, const char *tool_call,

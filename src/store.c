@@ -555,6 +555,14 @@ int store_manifest_foreach_at(int dirfd, const char *name, store_record_fn fn, v
 	return store_manifest_foreach_fd(fd, STORE_MANIFEST_MAX, fn, userdata, NULL);
 }
 
+int store_manifest_foreach_turn(int turn_fd, store_record_fn fn, void *userdata)
+{
+	struct store_tree_filter f = {.turn_fd = turn_fd, .fn = fn, .userdata = userdata};
+	int r = store_manifest_foreach_at(turn_fd, "manifest", store_tree_filter, &f);
+	free(f.last);
+	return r;
+}
+
 /* A turn's file of records (manifest or post) through fn; a missing one has no records. */
 static int turn_foreach(struct store *s, const char *id, const char *file, store_record_fn fn,
 			void *userdata)
@@ -564,7 +572,8 @@ static int turn_foreach(struct store *s, const char *id, const char *file, store
 	_cleanup_close_ int tfd = store_open_dir_at(s->turns_fd, id);
 	if (tfd < 0)
 		return tfd;
-	int r = store_manifest_foreach_at(tfd, file, fn, userdata);
+	int r = strcmp(file, "manifest") == 0 ? store_manifest_foreach_turn(tfd, fn, userdata)
+					      : store_manifest_foreach_at(tfd, file, fn, userdata);
 	return r == -ENOENT ? 0 : r;
 }
 

@@ -22,6 +22,7 @@ struct strbuf;
 
 struct store;
 struct store_turn;
+struct store_record;
 
 struct store_options {
 	bool enabled; /* sandbox.fileBackup.enabled; false: store_preimage() is a no-op */
@@ -113,6 +114,24 @@ int store_preimage(struct store_turn *t, int dirfd, const char *name, const char
 int store_preimage_stat(struct store_turn *t, int dirfd, const char *name, const char *path,
 			const struct stat *st, unsigned flags, enum store_result *ret_result,
 			bool *ret_consumed);
+/*
+ * A directory about to be removed with everything below it, kept whole: every path recorded, then
+ * the directory moved into the store by one rename (store-tree.c). 1: done, the records in *ret
+ * (every path of the tree, for the caller's log; store_records_free() them); 0: not a tree to
+ * keep whole, or it could not be moved, nothing changed (the caller removes it piece by piece);
+ * -errno. st: dirfd/name's lstat(), just taken.
+ */
+struct store_tree_opts {
+	/* asked for every path of the tree, which is kept whole only if each is allowed */
+	bool (*allow)(const char *path, const struct stat *st, void *userdata);
+	void *userdata;
+	size_t max_entries; /* larger trees: 0 */
+	bool durable;	    /* the tree's file system survives a crash (not tmpfs) */
+};
+int store_keep_tree(struct store_turn *t, int dirfd, const char *name, const char *path,
+		    const struct stat *st, const struct store_tree_opts *o,
+		    struct store_record **ret, size_t *ret_n);
+
 /* True if path was recorded by this turn (store_preimage() would do nothing). */
 bool store_preimage_recorded(const struct store_turn *t, const char *path);
 /*
@@ -161,6 +180,10 @@ struct store_record {
 	char hash[65];	    /* hex SHA-256 of the content object, "" if none */
 	bool not_backed_up; /* regular file over the size limit: no content */
 	bool moved;	    /* the file itself was moved into the store (consumed) */
+	/* A file of a tree kept whole (store_keep_tree()): its content is the file at
+	 * turns/<turn>/trees/<tree>/<path + tree_at> (no hash); NULL for the others. */
+	char *tree;
+	uint64_t tree_at; /* where the tree's root path ends in path */
 	uint64_t size, ino, rdev;
 	uint64_t nlink; /* link count of a file when recorded, 0 (unknown) or >= 1 */
 	/* when read (not stored): its index among the records read (those a filter kept), in
@@ -237,6 +260,12 @@ int store_turn_records_foreach(struct store *s, const char *id, store_record_fn 
 int store_turn_post(struct store *s, const char *id, struct store_record **ret, size_t *ret_n);
 /* Open a content object read-only. */
 int store_object_open(struct store *s, const char *hash);
+/* The content of a file's pre-image recorded by turn turn_id: its object, or its file in a kept
+ * tree, read-only (-EBADMSG: the kept file is no longer the one recorded); or its absolute path,
+ * malloc'd. A record with neither: -ENOENT. */
+int store_record_content_open(struct store *s, const char *turn_id, const struct store_record *rec);
+int store_record_content_path(struct store *s, const char *turn_id, const struct store_record *rec,
+			      char **ret);
 
 /* `turn begin`: a new explicit turn that later runs join. -EBUSY (and *ret_id) if one is open. */
 int store_turn_begin_explicit(struct store *s, const struct store_options *o, const char *message,

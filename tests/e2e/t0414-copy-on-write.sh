@@ -193,6 +193,38 @@ ok $? "... no name of the merge's own is left in the workspace"
 is_snap "$(tree_snapshot_any "$swapdown")" "$before" "... and undo puts the tree back"
 rm -rf "$XDG_STATE_HOME"/brokered/cow/run-*
 
+# ---- a removed tree kept whole: one rename into the store, every path recorded ----
+setup_rmtree() {
+	mkdir -p tree/a/b tree/empty tree/locked/in shared && printf 'one\n' >tree/a/f
+	printf 'two\n' >tree/a/b/g && chmod 600 tree/a/b/g && ln -s f tree/a/link && mkfifo tree/fifo
+	printf 'in\n' >tree/locked/in/x && chmod 500 tree/locked/in && touch -d '2001-02-03 04:05:06' tree/a/f
+	printf 'h\n' >shared/h && ln shared/h outside-name && printf 's\n' >shared/s
+}
+twin_check "rm -rf of trees" setup_rmtree sh -c 'chmod 700 tree/locked/in && rm -rf tree shared'
+turn=$(cd "$TWIN_BRK" && last_turn_id)
+trees=$(ls "$XDG_STATE_HOME"/brokered/sessions/*/modify_backup/turns/"$turn"/trees 2>/dev/null | wc -l)
+is "$trees" 1 "the tree went into the store whole; the one with a file of two names path by path"
+is "$(audit_log | grep ' phase=merge ' | grep -c " op=unlink path=$TWIN_BRK/tree[/ ].*decision=allow .*backup=saved")" 11 \
+	"every path of the kept tree is logged as removed and backed up"
+(cd "$TWIN_BRK" && "$BROKERED" diff "$turn" -- tree/a/b/g 2>&1 | grep -qx -- '-two')
+ok $? "diff shows a kept tree's file as it was"
+(cd "$TWIN_BRK" && "$BROKERED" undo </dev/null >/dev/null 2>&1)
+ok $? "undo of the rm -rf"
+rm -rf "$TEST_DIR/fresh" && mkdir -p "$TEST_DIR/fresh" && (cd "$TEST_DIR/fresh" && setup_rmtree)
+is_snap "$(tree_snapshot_any "$TWIN_BRK")" "$(tree_snapshot_any "$TEST_DIR/fresh")" \
+	"undo: every path of both trees is back, with its mode and content"
+is "$(cd "$TWIN_BRK" && stat -c '%n %a %Y' tree/a/f && stat -c '%n %a' tree/a/b/g tree/locked/in)" \
+	"tree/a/f 644 $(date -d '2001-02-03 04:05:06' +%s)
+tree/a/b/g 600
+tree/locked/in 500" "undo: the modes and mtimes the tree had"
+# a kept file changed in the store since (not the inode recorded): undo refuses to restore it
+(cd "$TWIN_BRK" && "$BROKERED" run -- rm -rf tree </dev/null >/dev/null 2>&1)
+turn=$(cd "$TWIN_BRK" && last_turn_id)
+printf 'tampered\n' >"$(ls -d "$XDG_STATE_HOME"/brokered/sessions/*/modify_backup/turns/"$turn"/trees/*)/a/f"
+(cd "$TWIN_BRK" && "$BROKERED" undo </dev/null >/dev/null 2>&1)
+[ "$?" -ne 0 ] && [ ! -e "$TWIN_BRK/tree/a/f" ] && [ "$(cat "$TWIN_BRK/tree/a/b/g")" = two ]
+ok $? "undo restores the rest, not a kept file that changed since, and fails"
+
 # ---- the broker killed in the middle of the merge: what it merged is undone ----
 k="$TEST_DIR/killed"
 mkdir -p "$k" && k=$(cd "$k" && pwd -P)

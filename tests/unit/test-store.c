@@ -1234,6 +1234,118 @@ static void test_gone_lstat(void)
 	strbuf_free(&p);
 }
 
+/* ---- trees kept whole (store-tree.c) ---- */
+
+static bool allow_all(const char *path, const struct stat *st, void *userdata)
+{
+	return true;
+}
+
+static bool allow_but_secret(const char *path, const struct stat *st, void *userdata)
+{
+	return !strstr(path, "secret");
+}
+
+/* store_keep_tree() on ws/rel: 1 kept, 0 not, -errno */
+static int keep(struct store_turn *t, const char *rel,
+		bool (*allow)(const char *, const struct stat *, void *), size_t *ret_n)
+{
+	struct strbuf p = STRBUF_INIT;
+	ws_path(&p, rel);
+	struct stat st;
+	int r = lstat(p.buf, &st) < 0 ? -errno : 0;
+	struct store_tree_opts o = {.allow = allow, .max_entries = 100, .durable = false};
+	struct store_record *v = NULL;
+	size_t n = 0;
+	int wfd = open(ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (r >= 0)
+		r = store_keep_tree(t, wfd, rel, p.buf, &st, &o, &v, &n);
+	if (ret_n)
+		*ret_n = n;
+	store_records_free(v, n);
+	close(wfd);
+	strbuf_free(&p);
+	return r;
+}
+
+static void test_kept_tree(struct store *s)
+{
+	reset_ws();
+	static const char *const dirs[] = {"kt", "kt/a", "kt/a/b", "kt/empty"};
+	mkdirs_ws(dirs, ELEMENTSOF(dirs));
+	puts_ws("kt/a/f", "one\n");
+	puts_ws("kt/a/b/g", "two\n");
+	puts_ws("kt/a/secret", "s\n");
+	puts_ws("other", "stays\n");
+	struct strbuf p = STRBUF_INIT, q = STRBUF_INIT;
+	ws_path(&p, "kt/a/link");
+	ok(symlink("f", p.buf) == 0, "kept tree: a symlink in it");
+	_cleanup_free_ char *before = snapshot();
+
+	struct store_turn *t;
+	bool owned;
+	if (!ok(store_turn_join_or_begin(s, &opts, NULL, "tree", &t, &owned) >= 0,
+		"kept tree: turn"))
+		return;
+	_cleanup_free_ char *id = strdup(store_turn_id(t));
+	size_t n = 0;
+	is_int(keep(t, "kt", allow_but_secret, &n), 0,
+	       "kept tree: a path the caller does not allow: not kept whole");
+	same_snapshot(before, "kept tree: nothing changed");
+	/* a second name of a file: the stored inode would be shared */
+	ws_path(&p, "kt/a/f");
+	ws_path(&q, "kt-link");
+	ok(link(p.buf, q.buf) == 0, "kept tree: a hard link from outside");
+	is_int(keep(t, "kt", allow_all, &n), 0, "kept tree: a file with two names: not kept whole");
+	ok(unlink(q.buf) == 0, "kept tree: the link removed");
+	is_int(keep(t, "kt", allow_all, &n), 1, "kept tree: kept whole");
+	is_int((int)n, 8, "kept tree: a record for every path");
+	ws_path(&p, "kt");
+	ok(access(p.buf, F_OK) < 0 && errno == ENOENT, "kept tree: gone from the workspace");
+	ok(store_preimage_recorded(t, p.buf), "kept tree: its paths are recorded in the turn");
+	/* the content of a file, from the record */
+	struct store_record *v;
+	size_t nv;
+	ok(store_turn_records(s, id, &v, &nv) >= 0, "kept tree: records read");
+	const struct store_record *f = NULL;
+	ws_path(&p, "kt/a/b/g");
+	for (size_t i = 0; i < nv; i++)
+		if (strcmp(v[i].path, p.buf) == 0)
+			f = &v[i];
+	ok(f && f->tree && f->kind == STORE_KIND_FILE && !f->hash[0],
+	   "kept tree: a file's record names its tree, no hash");
+	int fd = f ? store_record_content_open(s, id, f) : -1;
+	char buf[16] = {0};
+	ok(fd >= 0 && read(fd, buf, sizeof buf) == 4 && strcmp(buf, "two\n") == 0,
+	   "kept tree: the content, from the tree in the store");
+	safe_close(fd);
+	store_records_free(v, nv);
+	ok(store_turn_commit(t, "tree") >= 0, "kept tree: commit");
+	ok(undo_turn(s, id, true, NULL) >= 0, "kept tree: undo");
+	same_snapshot(before, "kept tree: undone");
+
+	/* records whose tree never reached the store do not count */
+	ok(store_turn_join_or_begin(s, &opts, NULL, "no tree", &t, &owned) >= 0,
+	   "kept tree: another turn");
+	free(id);
+	id = strdup(store_turn_id(t));
+	ws_path(&p, "other");
+	struct store_record bogus = {.kind = STORE_KIND_FILE,
+				     .path = p.buf,
+				     .size = 6,
+				     .mode = 0100644,
+				     .tree = (char *)"t-never",
+				     .tree_at = strlen(ws)};
+	ok(pre(t, "kt/a/f", 0, NULL) >= 0 && store_record_append(t, &bogus) >= 0,
+	   "kept tree: a record of a tree that is not there");
+	ok(store_turn_commit(t, "no tree") >= 0, "kept tree: commit");
+	ok(store_turn_records(s, id, &v, &nv) >= 0 && nv == 1 && strstr(v[0].path, "kt/a/f"),
+	   "kept tree: ... is not read back");
+	store_records_free(v, nv);
+	strbuf_free(&p);
+	strbuf_free(&q);
+}
+
 int main(void)
 {
 	snprintf(root, sizeof root, "/tmp/test-store-XXXXXX");
@@ -1263,6 +1375,7 @@ int main(void)
 	test_gc(s);
 	test_gc_bad_manifest(s);
 	test_shared_object(s);
+	test_kept_tree(s);
 	store_close(s);
 	test_kept();
 	test_enospc();

@@ -1,0 +1,295 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Trees kept whole. A directory that a command removed with everything in it (`rm -rf dir`, as
+ * the copy-on-write merge finds it: one whiteout) is moved into the store by one rename, to
+ * turns/<turn>/trees/<id>, instead of being kept file by file (a link, a hash, a record and an
+ * unlink for each: about eleven syscalls a file).
+ *
+ * Every path below still gets its own record (type, mode, owner, mtime, size, inode, a symlink's
+ * target), all written before the rename. A file's record names its tree (kt=<id>) and where the
+ * tree's root path ends in its own path (ka=<length>) instead of a content hash: its content is
+ * trees/<id>/<the rest of its path>, the very inode that was removed, and undo copies it back from
+ * there after checking that it is still the one recorded (inode, size, mtime).
+ *
+ * Records first, then the rename. A broker killed between leaves the tree where it was, with
+ * records that name a tree the store does not have: readers skip those (store_tree_filter()), so
+ * the paths count as untouched, which they are; so does a rename that fails. With
+ * sandbox.fileBackup.sync the records are flushed before the rename (one flush for the tree),
+ * and a tree is kept whole only where the file system orders metadata (journaled ext4, XFS:
+ * store-kept.c) or does not survive a crash at all (tmpfs): elsewhere a rename could reach the
+ * disk half done.
+ *
+ * A tree is kept whole only if nothing in it needs more than a move: every file has one name
+ * (another would share the stored inode), is readable and within the size limit; every path is
+ * on the tree's file system, allowed by the caller, and the tree is small enough to hold its
+ * records in memory. Otherwise nothing is changed and the caller removes the tree piece by piece.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "basic/fd-util.h"
+#include "basic/macro.h"
+#include "basic/path-util.h"
+#include "basic/strbuf.h"
+#include "store-internal.h"
+#include "store.h"
+
+#define TREE_DEPTH_MAX 256
+
+struct walk {
+	struct store_turn *t;
+	const struct store_tree_opts *o;
+	const char *id;
+	size_t root_len;
+	dev_t dev;
+	uid_t euid;
+	struct store_record *v;
+	size_t n, cap;
+};
+
+/* May this process read the file (or search the directory) again later, from the store? */
+static bool ours_to_read(const struct walk *w, const struct stat *st)
+{
+	if (w->euid == 0)
+		return true;
+	mode_t need = S_ISDIR(st->st_mode) ? S_IRUSR | S_IXUSR : S_IRUSR;
+	return st->st_uid == w->euid && (st->st_mode & need) == need;
+}
+
+/* 1 kept in w, 0 not a tree to keep whole, -errno */
+static int walk_entry(struct walk *w, int at, const char *name, const char *path,
+		      const struct stat *st, unsigned depth)
+{
+	if (depth > TREE_DEPTH_MAX || w->n >= w->o->max_entries || st->st_dev != w->dev ||
+	    !w->o->allow(path, st, w->o->userdata))
+		return 0;
+	if (S_ISREG(st->st_mode) &&
+	    (st->st_nlink != 1 || (uint64_t)st->st_size > w->t->opts.max_size_bytes ||
+	     !ours_to_read(w, st)))
+		return 0;
+	if (S_ISDIR(st->st_mode) && !ours_to_read(w, st))
+		return 0;
+	if (w->n == w->cap) {
+		size_t cap = w->cap ? w->cap * 2 : 256;
+		struct store_record *v = reallocarray(w->v, cap, sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		w->v = v;
+		w->cap = cap;
+	}
+	struct store_record *rec = &w->v[w->n];
+	*rec = (struct store_record){0};
+	store_record_from_stat(rec, st);
+	if (!(rec->path = strdup(path)))
+		return -ENOMEM;
+	w->n++;
+	int r = 0;
+	if (S_ISREG(st->st_mode)) {
+		rec->ino = (uint64_t)st->st_ino;
+		rec->tree_at = w->root_len;
+		r = (rec->tree = strdup(w->id)) ? 1 : -ENOMEM;
+	} else if (S_ISLNK(st->st_mode)) {
+		r = store_readlink_at(at, name, (size_t)st->st_size, &rec->target);
+		r = r < 0 ? (r == -ENOENT ? 0 : r) : 1;
+	} else if (S_ISDIR(st->st_mode)) {
+		int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			return errno == ENOENT || errno == EACCES ? 0 : negative_errno();
+		DIR *d = fdopendir(fd);
+		if (!d) {
+			safe_close(fd);
+			return negative_errno();
+		}
+		struct strbuf child = STRBUF_INIT;
+		struct dirent *de;
+		r = 1;
+		while (r > 0 && (errno = 0, de = readdir(d))) {
+			if (dot_or_dot_dot(de->d_name))
+				continue;
+			struct stat cst;
+			if (fstatat(dirfd(d), de->d_name, &cst, AT_SYMLINK_NOFOLLOW) < 0)
+				r = errno == ENOENT ? 0 : negative_errno();
+			else if ((r = path_join(path, de->d_name, &child)) >= 0)
+				r = walk_entry(w, dirfd(d), de->d_name, child.buf, &cst, depth + 1);
+		}
+		if (r > 0 && errno)
+			r = negative_errno();
+		strbuf_free(&child);
+		closedir(d);
+	} else {
+		r = 1; /* fifo, socket, device: type and mode recorded, as when kept one by one */
+	}
+	return r;
+}
+
+/* Are dirfd and the turn's directory on one mount (a rename between them cannot give EXDEV)? */
+static bool same_mount(int a, int b)
+{
+	struct statx x, y;
+	return statx(a, "", AT_EMPTY_PATH, STATX_MNT_ID, &x) == 0 &&
+	       statx(b, "", AT_EMPTY_PATH, STATX_MNT_ID, &y) == 0 && (x.stx_mask & STATX_MNT_ID) &&
+	       (y.stx_mask & STATX_MNT_ID) && x.stx_mnt_id == y.stx_mnt_id;
+}
+
+/* The records, not yet seen in this turn, in the manifest: one write per 256 KiB. */
+static int append_records(struct store_turn *t, const struct walk *w)
+{
+	struct strbuf sb = STRBUF_INIT;
+	int r = 0;
+	for (size_t i = 0; i < w->n && r >= 0; i++) {
+		if (store_set_contains(&t->seen, w->v[i].path))
+			continue;
+		struct store_record rec = w->v[i];
+		rec.call = t->call;
+		if (sb.len)
+			r = strbuf_appends(&sb, "\n");
+		if (r >= 0)
+			r = store_record_format(&rec, &sb);
+		if (r >= 0 && sb.len >= 256 * 1024) {
+			r = store_manifest_append(t, sb.buf, sb.len);
+			strbuf_reset(&sb);
+		}
+	}
+	if (r >= 0 && sb.len)
+		r = store_manifest_append(t, sb.buf, sb.len);
+	strbuf_free(&sb);
+	if (r >= 0)
+		t->dirty_manifest = true;
+	return r;
+}
+
+int store_keep_tree(struct store_turn *t, int dirfd, const char *name, const char *path,
+		    const struct stat *st, const struct store_tree_opts *o,
+		    struct store_record **ret, size_t *ret_n)
+{
+	*ret = NULL;
+	*ret_n = 0;
+	if (!t || !t->opts.enabled || !S_ISDIR(st->st_mode) || st->st_dev != t->store->dev)
+		return 0;
+	struct store *s = t->store;
+	/* Where a rename may reach the disk half done, keep files one by one (their links). */
+	if (o->durable && t->opts.sync && !s->ordered_metadata)
+		return 0;
+	uid_t euid = geteuid();
+	/* moving a directory to another parent writes its ".." entry */
+	if (euid != 0 && (st->st_uid != euid || !(st->st_mode & S_IWUSR)))
+		return 0;
+	int r;
+	if (t->lazy && (r = store_turn_materialize(t)) < 0)
+		return r;
+	if (!same_mount(dirfd, t->dir_fd))
+		return 0;
+	_cleanup_free_ char *id = NULL;
+	if ((r = store_random_name("t", &id)) < 0)
+		return r;
+	struct walk w = {
+	    .t = t, .o = o, .id = id, .root_len = strlen(path), .dev = st->st_dev, .euid = euid};
+	r = walk_entry(&w, dirfd, name, path, st, 0);
+	if (r <= 0) {
+		store_records_free(w.v, w.n);
+		return r;
+	}
+	/* From here on a failure changes nothing the caller relies on: the records name a tree
+	 * that is not in the store (they do not count), and the caller keeps the paths one by one.
+	 */
+	char to[8 + STORE_ID_MAX];
+	snprintf(to, sizeof to, "trees/%s", id);
+	r = store_mkdir_0700_at(t->dir_fd, "trees");
+	if (r >= 0 || r == -EEXIST)
+		r = append_records(t, &w);
+	if (r >= 0)
+		r = o->durable ? store_sync(t) : store_flush(t);
+	if (r >= 0 && renameat(dirfd, name, t->dir_fd, to) < 0)
+		r = negative_errno();
+	if (r < 0) {
+		store_records_free(w.v, w.n);
+		return 0;
+	}
+	for (size_t i = 0; i < w.n; i++) {
+		if (store_set_contains(&t->seen, w.v[i].path))
+			continue;
+		if (store_set_add(&t->seen, w.v[i].path) < 0)
+			t->seen_incomplete = true;
+		t->stats.saved++;
+	}
+	*ret = w.v;
+	*ret_n = w.n;
+	return 1;
+}
+
+/* ---- reading ---- */
+
+int store_tree_filter(struct store_record *rec, void *userdata)
+{
+	struct store_tree_filter *f = userdata;
+	if (rec->tree) {
+		if (!f->last || strcmp(f->last, rec->tree) != 0) {
+			char p[8 + STORE_ID_MAX];
+			snprintf(p, sizeof p, "trees/%s", rec->tree);
+			struct stat st;
+			free(f->last);
+			f->last = strdup(rec->tree);
+			f->present = fstatat(f->turn_fd, p, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+				     S_ISDIR(st.st_mode);
+			if (!f->last)
+				return -ENOMEM;
+		}
+		if (!f->present)
+			return 0; /* a tree that never reached the store: the paths stayed */
+	}
+	return f->fn(rec, f->userdata);
+}
+
+int store_record_content_path(struct store *s, const char *turn_id, const struct store_record *rec,
+			      char **ret)
+{
+	if (rec->tree) {
+		if (!store_id_valid(turn_id) || !store_id_valid(rec->tree))
+			return -EINVAL;
+		return asprintf(ret, "%s/modify_backup/turns/%s/trees/%s%s", s->session_dir,
+				turn_id, rec->tree, rec->path + rec->tree_at) < 0
+			   ? -ENOMEM
+			   : 0;
+	}
+	if (strlen(rec->hash) != 64)
+		return -ENOENT;
+	return asprintf(ret, "%s/modify_backup/objects/%.2s/%s", s->session_dir, rec->hash,
+			rec->hash + 2) < 0
+		   ? -ENOMEM
+		   : 0;
+}
+
+int store_record_content_open(struct store *s, const char *turn_id, const struct store_record *rec)
+{
+	if (!rec->tree)
+		return store_object_open(s, rec->hash);
+	if (!store_id_valid(turn_id) || !store_id_valid(rec->tree))
+		return -EINVAL;
+	_cleanup_free_ char *rel = NULL;
+	if (asprintf(&rel, "%s/trees/%s%s", turn_id, rec->tree, rec->path + rec->tree_at) < 0)
+		return -ENOMEM;
+	/* below the turn, through directories only (the tree as it was: nobody changes it) */
+	struct open_how how = {.flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+					  RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
+	_cleanup_close_ int fd = (int)syscall(SYS_openat2, s->turns_fd, rel, &how, sizeof how);
+	if (fd < 0)
+		return negative_errno();
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return negative_errno();
+	int64_t mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	/* the inode that was kept, as it was: anything else is not the pre-image */
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_ino != rec->ino ||
+	    (uint64_t)st.st_size != rec->size || mtime != rec->mtime_ns)
+		return -EBADMSG;
+	return TAKE_FD(fd);
+}
