@@ -34,12 +34,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include "basic/fd-util.h"
 #include "basic/fs-util.h"
+#include "basic/kernel-compat.h"
 #include "basic/macro.h"
 #include "basic/path-util.h"
 #include "basic/strbuf.h"
@@ -154,13 +156,21 @@ static int merge_handle(struct merge *m, const struct broker_req *q)
 	return r;
 }
 
-/* Remove trusted.overlay.* from dirfd/name (any type; symlinks through /proc). */
+/* Remove trusted.overlay.* from dirfd/name (any type; symlinks through /proc). The names are
+ * listed from dirfd (listxattrat(2), Linux 6.13), else through /proc: most entries have none. */
 static int strip_overlay_xattrs(int dirfd, const char *name)
 {
+	static bool no_listxattrat;
 	char p[64 + NAME_MAX];
 	snprintf(p, sizeof p, "/proc/self/fd/%d/%s", dirfd, name);
 	char buf[4096];
-	ssize_t n = llistxattr(p, buf, sizeof buf);
+	ssize_t n = -1;
+	if (!no_listxattrat) {
+		n = syscall(__NR_listxattrat, dirfd, name, AT_SYMLINK_NOFOLLOW, buf, sizeof buf);
+		no_listxattrat = n < 0 && errno == ENOSYS;
+	}
+	if (no_listxattrat)
+		n = llistxattr(p, buf, sizeof buf);
 	if (n < 0)
 		return errno == ENOTSUP ? 0 : negative_errno();
 	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1)
@@ -479,7 +489,11 @@ static int move_new_dir(struct merge *m, int up_fd, int ws_fd, const char *name,
 		if ((r = strip_overlay_xattrs(up_fd, name)) < 0 ||
 		    (r = decide_make(m, ws_fd, name, real, ust, NULL, true)) <= 0)
 			return r;
-		if ((r = record_tree(m, up_fd, name, real, depth + 1)) < 0)
+		/* the records below it together, before the directory is in place */
+		store_records_hold(m->b->turn);
+		r = record_tree(m, up_fd, name, real, depth + 1);
+		int k = store_records_release(m->b->turn);
+		if (r < 0 || (r = k) < 0)
 			return r;
 		if (renameat2(up_fd, name, ws_fd, name, RENAME_NOREPLACE) < 0)
 			return negative_errno();

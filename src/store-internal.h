@@ -82,6 +82,9 @@ struct store_turn {
 	uint8_t dirty_prefix[32]; /* bitset: objects/<xx>/ directories to fsync */
 	uint8_t kept_prefix[32];  /* ... of kept files: without a journal, fsync'd at commit */
 	struct store_stats stats;
+	/* store_records_hold(): records of absent paths waiting to be written together */
+	bool holding;
+	struct strbuf held;
 	/* A run's private turn is created on disk at its first pre-image: a command that changes
 	 * nothing leaves no empty turn and pays no directory creation and flushes. */
 	bool lazy;
@@ -139,6 +142,8 @@ int store_sync_pending(struct store_turn *t, bool durable);
 /* store-preimage.c */
 int store_manifest_append(struct store_turn *t, const char *line, size_t n);
 int store_record_append(struct store_turn *t, const struct store_record *rec);
+/* Write the held records (store_records_hold()), if any. */
+int store_records_write_held(struct store_turn *t);
 void store_record_from_stat(struct store_record *r, const struct stat *st);
 int store_readlink_at(int dirfd, const char *name, size_t hint, char **ret);
 int store_fsync_prefixes(struct store_turn *t, const uint8_t set[32]);

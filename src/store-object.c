@@ -417,7 +417,7 @@ int store_file_copy_in(struct store_turn *t, int dirfd, const char *name, const 
 
 int store_sync_pending(struct store_turn *t, bool durable)
 {
-	int r = 0;
+	int r = store_records_write_held(t);
 	size_t i;
 	/* A batch: start the write-back of every copy first, so that the waits overlap. */
 	for (i = 0; durable && t->n_pending > 1 && i < t->n_pending; i++)

@@ -50,6 +50,29 @@ int store_record_append(struct store_turn *t, const struct store_record *rec)
 	return r;
 }
 
+int store_records_write_held(struct store_turn *t)
+{
+	if (!t->held.len)
+		return 0;
+	int r = store_manifest_append(t, t->held.buf, t->held.len);
+	strbuf_reset(&t->held);
+	return r;
+}
+
+void store_records_hold(struct store_turn *t)
+{
+	if (t && t->opts.enabled)
+		t->holding = true;
+}
+
+int store_records_release(struct store_turn *t)
+{
+	if (!t)
+		return 0;
+	t->holding = false;
+	return store_records_write_held(t);
+}
+
 /* ---- pre-images ---- */
 
 void store_record_from_stat(struct store_record *r, const struct stat *st)
@@ -128,8 +151,15 @@ int store_preimage_absent(struct store_turn *t, const char *path)
 		return r;
 	struct store_record rec = {
 	    .path = (char *)path, .call = t->call, .kind = STORE_KIND_ABSENT};
-	if ((r = store_record_append(t, &rec)) < 0)
+	if (t->holding) {
+		if ((r = t->held.len ? strbuf_appends(&t->held, "\n") : 0) < 0 ||
+		    (r = store_record_format(&rec, &t->held)) < 0)
+			return r;
+		if (t->held.len >= 256 * 1024 && (r = store_records_write_held(t)) < 0)
+			return r;
+	} else if ((r = store_record_append(t, &rec)) < 0) {
 		return r;
+	}
 	t->stats.absent++;
 	if ((r = store_set_add(&t->seen, path)) < 0)
 		t->seen_incomplete = true;

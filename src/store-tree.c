@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "basic/fd-util.h"
@@ -62,6 +63,32 @@ static bool ours_to_read(const struct walk *w, const struct stat *st)
 		return true;
 	mode_t need = S_ISDIR(st->st_mode) ? S_IRUSR | S_IXUSR : S_IRUSR;
 	return st->st_uid == w->euid && (st->st_mode & need) == need;
+}
+
+/*
+ * lstat() of dirfd/name, by statx(2), which also tells a mount point (of any file system, a bind
+ * mount of the tree's own too): 1, or 0 for a mount point or a name gone meanwhile, or -errno.
+ */
+static int look(int dirfd, const char *name, struct stat *st)
+{
+	struct statx x;
+	if (statx(dirfd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_BASIC_STATS, &x) < 0)
+		return errno == ENOENT ? 0 : negative_errno();
+	if ((x.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+	    (x.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+		return 0;
+	*st = (struct stat){
+	    .st_dev = makedev(x.stx_dev_major, x.stx_dev_minor),
+	    .st_ino = x.stx_ino,
+	    .st_mode = x.stx_mode,
+	    .st_nlink = x.stx_nlink,
+	    .st_uid = x.stx_uid,
+	    .st_gid = x.stx_gid,
+	    .st_rdev = makedev(x.stx_rdev_major, x.stx_rdev_minor),
+	    .st_size = (off_t)x.stx_size,
+	    .st_mtim = {.tv_sec = x.stx_mtime.tv_sec, .tv_nsec = x.stx_mtime.tv_nsec},
+	};
+	return 1;
 }
 
 /* 1 kept in w, 0 not a tree to keep whole, -errno */
@@ -115,9 +142,8 @@ static int walk_entry(struct walk *w, int at, const char *name, const char *path
 			if (dot_or_dot_dot(de->d_name))
 				continue;
 			struct stat cst;
-			if (fstatat(dirfd(d), de->d_name, &cst, AT_SYMLINK_NOFOLLOW) < 0)
-				r = errno == ENOENT ? 0 : negative_errno();
-			else if ((r = path_join(path, de->d_name, &child)) >= 0)
+			if ((r = look(dirfd(d), de->d_name, &cst)) > 0 &&
+			    (r = path_join(path, de->d_name, &child)) >= 0)
 				r = walk_entry(w, dirfd(d), de->d_name, child.buf, &cst, depth + 1);
 		}
 		if (r > 0 && errno)

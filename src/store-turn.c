@@ -152,6 +152,7 @@ static void turn_free_fds(struct store_turn *t)
 	free(t->call);
 	free(t->pending);
 	free(t->lazy_message);
+	strbuf_free(&t->held);
 	free(t);
 }
 

@@ -308,13 +308,20 @@ void store_set_free(struct path_set *set)
 struct store_gone {
 	struct path_set gone;  /* directories found missing: nothing below them is there */
 	struct path_set clean; /* directories reached without a symlink: the way to them is clean */
+	/* the one opened last, whose paths are looked at from an fd of it (records mostly come a
+	 * directory at a time) */
+	char *dir;
+	int dir_fd;
 	struct strbuf scratch;
 };
 
 int store_gone_new(struct store_gone **ret)
 {
 	*ret = calloc(1, sizeof **ret);
-	return *ret ? 0 : -ENOMEM;
+	if (!*ret)
+		return -ENOMEM;
+	(*ret)->dir_fd = -1;
+	return 0;
 }
 
 void store_gone_free(struct store_gone *g)
@@ -323,6 +330,8 @@ void store_gone_free(struct store_gone *g)
 		return;
 	store_set_free(&g->gone);
 	store_set_free(&g->clean);
+	free(g->dir);
+	safe_close(g->dir_fd);
 	strbuf_free(&g->scratch);
 	free(g);
 }
@@ -353,8 +362,7 @@ static void gone_learn(struct store_gone *g, const char *dir)
 	for (char *slash = strrchr(b, '/'); slash && slash > b; slash = strrchr(b, '/')) {
 		*slash = '\0';
 		struct stat st;
-		if (store_set_contains(&g->clean, b) ||
-		    fstatat(AT_FDCWD, b, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
+		if (fstatat(AT_FDCWD, b, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
 			break;
 		top = (size_t)(slash - b);
 	}
@@ -371,28 +379,42 @@ int store_gone_lstat(struct store_gone *g, const char *path, struct stat *st)
 	if (strbuf_append(&g->scratch, path, strlen(path)) < 0)
 		return -ENOMEM;
 	char *slash = strrchr(g->scratch.buf, '/');
-	if (slash && slash > g->scratch.buf) {
-		*slash = '\0';
-		const char *dir = g->scratch.buf;
-		if (!store_set_contains(&g->clean, dir)) {
-			struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-					       .resolve = RESOLVE_NO_SYMLINKS};
-			int fd = (int)syscall(SYS_openat2, AT_FDCWD, dir, &how, sizeof how);
-			if (fd < 0) {
-				if (errno != ENOENT && errno != ELOOP && errno != ENOTDIR)
-					return negative_errno();
-				/* missing, or a symlink or a file in the way: nothing of ours below
-				 */
-				_cleanup_free_ char *d = strdup(dir);
-				if (d)
-					gone_learn(g, d);
-				return -ENOENT;
-			}
-			safe_close(fd);
-			(void)store_set_add(&g->clean, dir); /* out of memory: looked at again */
+	if (!slash || slash == g->scratch.buf)
+		return fstatat(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : negative_errno();
+	*slash = '\0';
+	const char *dir = g->scratch.buf;
+	if (g->dir && strcmp(g->dir, dir) == 0)
+		return fstatat(g->dir_fd, slash + 1, st, AT_SYMLINK_NOFOLLOW) == 0
+			   ? 0
+			   : negative_errno();
+	/* a directory seen clean before, while another was open: by its path, no new fd */
+	if (store_set_contains(&g->clean, dir))
+		return fstatat(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : negative_errno();
+	{
+		struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+				       .resolve = RESOLVE_NO_SYMLINKS};
+		int fd = (int)syscall(SYS_openat2, AT_FDCWD, dir, &how, sizeof how);
+		if (fd < 0) {
+			if (errno != ENOENT && errno != ELOOP && errno != ENOTDIR)
+				return negative_errno();
+			/* missing, or a symlink or a file in the way: nothing of ours below */
+			_cleanup_free_ char *d = strdup(dir);
+			if (d)
+				gone_learn(g, d);
+			return -ENOENT;
 		}
+		char *d = strdup(dir);
+		if (!d) {
+			safe_close(fd);
+			return -ENOMEM;
+		}
+		free(g->dir);
+		safe_close(g->dir_fd);
+		g->dir = d;
+		g->dir_fd = fd;
+		(void)store_set_add(&g->clean, dir); /* out of memory: looked at again */
 	}
-	return fstatat(AT_FDCWD, path, st, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : negative_errno();
+	return fstatat(g->dir_fd, slash + 1, st, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : negative_errno();
 }
 
 /* ---- open and close ---- */

@@ -141,6 +141,16 @@ bool store_preimage_recorded(const struct store_turn *t, const char *path);
 int store_preimage_absent(struct store_turn *t, const char *path);
 
 /*
+ * Records of absent paths (store_preimage_absent()) made from now on wait in memory and go to the
+ * manifest together (a write per 256 KiB) at store_records_release(), or at the next
+ * store_sync(), store_flush() or commit: for the paths below a new directory that is not in place
+ * yet, whose own record undo needs first (it removes the directory with all it holds). The caller
+ * releases them before it puts the directory in place.
+ */
+void store_records_hold(struct store_turn *t);
+int store_records_release(struct store_turn *t);
+
+/*
  * Durability barrier: every pre-image recorded so far is on stable storage. The supervisor calls
  * it once per batch of notifications, before performing any of them (group commit).
  */
@@ -236,9 +246,10 @@ int store_turn_records(struct store *s, const char *id, struct store_record **re
 /*
  * lstat() of the recorded (real) paths of a turn as they are now. A symlink or a non-directory
  * among a path's parents means the path is not there (-ENOENT): the tree changed there, and a walk
- * that follows no symlink, as restore's, finds nothing of it. It remembers the parents it checked
- * (one check per directory) and the highest missing parent of a missing path (a path below it is
- * missing without a look): the same as looking at each path for a tree nobody changes meanwhile.
+ * that follows no symlink, as restore's, finds nothing of it. It keeps the directory it looked in
+ * last open (the next path in it is looked at from there: paths come a directory at a time) and
+ * remembers the highest missing parent of a missing path (a path below it is missing without a
+ * look): the same as looking at each path for a tree nobody changes meanwhile.
  * 0, or -errno.
  */
 struct store_gone;

@@ -1298,6 +1298,16 @@ static void test_kept_tree(struct store *s)
 	ok(link(p.buf, q.buf) == 0, "kept tree: a hard link from outside");
 	is_int(keep(t, "kt", allow_all, &n), 0, "kept tree: a file with two names: not kept whole");
 	ok(unlink(q.buf) == 0, "kept tree: the link removed");
+	/* a mount point inside (a bind mount of the tree's own file system, same st_dev) */
+	if (geteuid() == 0) {
+		ws_path(&p, "kt/empty");
+		if (ok(mount(p.buf, p.buf, NULL, MS_BIND, NULL) == 0,
+		       "kept tree: a bind mount in it")) {
+			is_int(keep(t, "kt", allow_all, &n), 0,
+			       "kept tree: a mount point inside: not kept whole");
+			ok(umount2(p.buf, MNT_DETACH) == 0, "kept tree: unmounted");
+		}
+	}
 	is_int(keep(t, "kt", allow_all, &n), 1, "kept tree: kept whole");
 	is_int((int)n, 8, "kept tree: a record for every path");
 	ws_path(&p, "kt");
