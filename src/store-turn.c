@@ -577,6 +577,11 @@ static int post_writer_finish(struct post_writer *w, int r)
  * manifest, or, for a turn only this process wrote (paths), from its path set: no manifest to
  * read and parse into memory at the end of a big turn.
  */
+static int cmp_path(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 static int commit_dir(struct store *s, const char *id, const char *message,
 		      const struct path_set *paths)
 {
@@ -604,9 +609,19 @@ static int commit_dir(struct store *s, const char *id, const char *message,
 		r = post_writer_open(&w, tfd);
 	for (size_t i = 0; r >= 0 && i < n; i++)
 		r = post_writer_add(&w, pre[i].path);
-	for (size_t i = 0; r >= 0 && paths && i < paths->cap; i++)
-		if (paths->slots[i])
-			r = post_writer_add(&w, paths->slots[i]);
+	/* the turn's paths in order: those of one directory come together, and are looked at from
+	 * one open directory (store_gone_lstat()) */
+	_cleanup_free_ const char **sorted = NULL;
+	size_t n_sorted = 0;
+	if (r >= 0 && paths && paths->n && !(sorted = malloc(paths->n * sizeof *sorted)))
+		r = -ENOMEM;
+	for (size_t i = 0; r >= 0 && sorted && i < paths->cap; i++)
+		if (paths->slots[i] && n_sorted < paths->n)
+			sorted[n_sorted++] = paths->slots[i];
+	if (n_sorted)
+		qsort(sorted, n_sorted, sizeof *sorted, cmp_path);
+	for (size_t i = 0; r >= 0 && i < n_sorted; i++)
+		r = post_writer_add(&w, sorted[i]);
 	if (w.fd >= 0 || w.tmp || w.gone)
 		r = post_writer_finish(&w, r);
 	if (r >= 0) {
