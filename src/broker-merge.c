@@ -39,6 +39,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "basic/alloc-util.h"
 #include "basic/fd-util.h"
 #include "basic/fs-util.h"
 #include "basic/kernel-compat.h"
@@ -247,14 +248,8 @@ static bool removal_allowed(const char *path, const struct stat *st, void *userd
 	if (path_is_under(path, m->b->cfg.scratch) || broker_is_shm(m->b, path) ||
 	    policy_check(m->b->policy, path, POLICY_ACCESS_DELETE, &reason) != POLICY_ALLOW)
 		return false;
-	if (m->n_reasons == m->cap_reasons) {
-		size_t cap = m->cap_reasons ? m->cap_reasons * 2 : 256;
-		const char **v = reallocarray(m->reasons, cap, sizeof *v);
-		if (!v)
-			return false; /* kept piece by piece instead */
-		m->reasons = v;
-		m->cap_reasons = cap;
-	}
+	if (ARRAY_GROW(m->reasons, m->cap_reasons, m->n_reasons, 256) < 0)
+		return false; /* kept piece by piece instead */
 	m->reasons[m->n_reasons++] = reason;
 	return true;
 }

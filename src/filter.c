@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "basic/alloc-util.h"
 #include "basic/macro.h"
 
 #if defined(__x86_64__)
@@ -38,14 +39,8 @@ int filter_add(struct filter *f, uint32_t action, int nr, unsigned n_cmp,
 		if (cmp[i].arg > 5 ||
 		    (cmp[i].op == FILTER_MASKED_EQ && (cmp[i].datum & ~cmp[i].mask)))
 			return -EINVAL; /* a condition that could never hold is a mistake */
-	if (f->n == f->cap) {
-		size_t cap = f->cap ? f->cap * 2 : 64;
-		struct filter_rule *v = reallocarray(f->rules, cap, sizeof *v);
-		if (!v)
-			return -ENOMEM;
-		f->rules = v;
-		f->cap = cap;
-	}
+	if (ARRAY_GROW(f->rules, f->cap, f->n, 64) < 0)
+		return -ENOMEM;
 	struct filter_rule *r = &f->rules[f->n++];
 	*r = (struct filter_rule){.nr = (uint32_t)nr, .action = action, .n_cmp = n_cmp};
 	if (n_cmp)
@@ -73,15 +68,9 @@ static size_t emit(struct prog *p, uint16_t code, uint8_t jt, uint8_t jf, uint32
 		p->error = -E2BIG;
 		return 0;
 	}
-	if (p->n == p->cap) {
-		size_t cap = p->cap ? p->cap * 2 : 256;
-		struct sock_filter *v = reallocarray(p->v, cap, sizeof *v);
-		if (!v) {
-			p->error = -ENOMEM;
-			return 0;
-		}
-		p->v = v;
-		p->cap = cap;
+	if (ARRAY_GROW(p->v, p->cap, p->n, 256) < 0) {
+		p->error = -ENOMEM;
+		return 0;
 	}
 	p->v[p->n] = (struct sock_filter)BPF_JUMP(code, k, jt, jf);
 	return p->n++;

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "basic/alloc-util.h"
 #include "basic/escape.h"
 #include "basic/macro.h"
 #include "basic/parse-util.h"
@@ -366,14 +367,8 @@ int store_records_collect(struct store_record *rec, void *userdata)
 	struct store_records_collector *c = userdata;
 	if (c->keep && !c->keep(rec->path, c->userdata))
 		return 0;
-	if (c->n == c->cap) {
-		size_t ncap = c->cap ? c->cap * 2 : 16;
-		struct store_record *v = reallocarray(c->v, ncap, sizeof *v);
-		if (!v)
-			return -ENOMEM;
-		c->v = v;
-		c->cap = ncap;
-	}
+	if (ARRAY_GROW(c->v, c->cap, c->n, 16) < 0)
+		return -ENOMEM;
 	c->v[c->n++] = *rec;
 	*rec = (struct store_record){0};
 	return 0;

@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 #include <openssl/evp.h>
 
+#include "basic/alloc-util.h"
 #include "basic/fd-util.h"
 #include "basic/fs-util.h"
 #include "basic/hexdecoct.h"
@@ -330,14 +331,8 @@ int store_file_link_in(struct store_turn *t, int dirfd, const char *name, const 
 
 static int pending_push(struct store_turn *t, int fd, char *tmp, const struct store_record *rec)
 {
-	if (t->n_pending == t->cap_pending) {
-		size_t ncap = t->cap_pending ? t->cap_pending * 2 : 16;
-		struct pending *n = reallocarray(t->pending, ncap, sizeof *n);
-		if (!n)
-			return -ENOMEM;
-		t->pending = n;
-		t->cap_pending = ncap;
-	}
+	if (ARRAY_GROW(t->pending, t->cap_pending, t->n_pending, 16) < 0)
+		return -ENOMEM;
 	struct strbuf sb = STRBUF_INIT;
 	int r = store_record_format(rec, &sb);
 	struct pending p = {fd, tmp, {0}, strbuf_steal(&sb), strdup(rec->path)};

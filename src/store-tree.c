@@ -36,6 +36,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "basic/alloc-util.h"
 #include "basic/fd-util.h"
 #include "basic/macro.h"
 #include "basic/path-util.h"
@@ -104,14 +105,8 @@ static int walk_entry(struct walk *w, int at, const char *name, const char *path
 		return 0;
 	if (S_ISDIR(st->st_mode) && !ours_to_read(w, st))
 		return 0;
-	if (w->n == w->cap) {
-		size_t cap = w->cap ? w->cap * 2 : 256;
-		struct store_record *v = reallocarray(w->v, cap, sizeof *v);
-		if (!v)
-			return -ENOMEM;
-		w->v = v;
-		w->cap = cap;
-	}
+	if (ARRAY_GROW(w->v, w->cap, w->n, 256) < 0)
+		return -ENOMEM;
 	struct store_record *rec = &w->v[w->n];
 	*rec = (struct store_record){0};
 	store_record_from_stat(rec, st);

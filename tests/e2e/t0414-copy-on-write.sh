@@ -52,6 +52,14 @@ is "$out" "inside
 visible" "the command sees its own change at once"
 is "$(cat seen-during)" during "and the change is in the workspace once merged"
 
+# undo_as_fresh SETUP DESC: undo the last run in $TWIN_BRK; it must then be what SETUP makes
+undo_as_fresh() {
+	(cd "$TWIN_BRK" && "$BROKERED" undo </dev/null >/dev/null 2>&1)
+	ok $? "undo of the run ($2)"
+	rm -rf "$TEST_DIR/fresh" && mkdir -p "$TEST_DIR/fresh" && (cd "$TEST_DIR/fresh" && "$1")
+	is_snap "$(tree_snapshot_any "$TWIN_BRK")" "$(tree_snapshot_any "$TEST_DIR/fresh")" "$2"
+}
+
 # ---- a workload as natively, and undone ----
 setup_work() {
 	mkdir -p src/lib old/deep/er keep && printf 'one\ntwo\n' >src/a.txt && printf 'lib\n' >src/lib/l.c
@@ -79,11 +87,7 @@ case $log in *" op=unlink path=$TWIN_BRK/old/deep/er/f "*" decision=allow "*) ok
 *) ok 1 "the audit log has the merge's deletes" ;; esac
 audit_log | grep ' phase=merge ' | grep -q " op=open path=$TWIN_BRK/src/a.txt .* backup=saved"
 ok $? "the modified file was backed up at the merge (backup=saved)"
-(cd "$TWIN_BRK" && "$BROKERED" undo </dev/null >/dev/null 2>&1)
-ok $? "undo of that run"
-rm -rf "$TEST_DIR/fresh" && mkdir -p "$TEST_DIR/fresh" && (cd "$TEST_DIR/fresh" && setup_work)
-is_snap "$(tree_snapshot_any "$TWIN_BRK")" "$(tree_snapshot_any "$TEST_DIR/fresh")" \
-	"undo: the tree is as it was before the run"
+undo_as_fresh setup_work "undo: the tree is as it was before the run"
 [ "$after" != "$(tree_snapshot_full "$TWIN_BRK")" ]
 ok $? "(the run had changed it)"
 [ -z "$(ls -A "$XDG_STATE_HOME/brokered/cow" 2>/dev/null)" ]
@@ -208,11 +212,7 @@ is "$(audit_log | grep ' phase=merge ' | grep -c " op=unlink path=$TWIN_BRK/tree
 	"every path of the kept tree is logged as removed and backed up"
 (cd "$TWIN_BRK" && "$BROKERED" diff "$turn" -- tree/a/b/g 2>&1 | grep -qx -- '-two')
 ok $? "diff shows a kept tree's file as it was"
-(cd "$TWIN_BRK" && "$BROKERED" undo </dev/null >/dev/null 2>&1)
-ok $? "undo of the rm -rf"
-rm -rf "$TEST_DIR/fresh" && mkdir -p "$TEST_DIR/fresh" && (cd "$TEST_DIR/fresh" && setup_rmtree)
-is_snap "$(tree_snapshot_any "$TWIN_BRK")" "$(tree_snapshot_any "$TEST_DIR/fresh")" \
-	"undo: every path of both trees is back, with its mode and content"
+undo_as_fresh setup_rmtree "undo: every path of both trees is back, with its mode and content"
 is "$(cd "$TWIN_BRK" && stat -c '%n %a %Y' tree/a/f && stat -c '%n %a' tree/a/b/g tree/locked/in)" \
 	"tree/a/f 644 $(date -d '2001-02-03 04:05:06' +%s)
 tree/a/b/g 600
