@@ -987,6 +987,7 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 		;
 	safe_close(rs.listener);
 	a->exit_status = rs.child_done ? status_to_exit(rs.child_status) : RUN_EXIT_FAILURE;
+	phase("command exited");
 	if (cow_dir)
 		cow_merge(c, a, &cow_dir);
 	r = attempt_finish(c, a);
