@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "basic/fs-util.h"
 #include "basic/json-write.h"
 #include "basic/macro.h"
 #include "basic/path-util.h"
@@ -150,25 +151,7 @@ static int files_equal(const char *a, const char *b)
 		return negative_errno();
 	if (sa.st_size != sb.st_size)
 		return 0;
-	static char ba[65536], bb[65536];
-	for (;;) {
-		ssize_t na = RETRY_EINTR(read(fa, ba, sizeof ba));
-		if (na < 0)
-			return negative_errno();
-		if (na == 0)
-			return 1;
-		ssize_t got = 0;
-		while (got < na) {
-			ssize_t k = RETRY_EINTR(read(fb, bb + got, (size_t)(na - got)));
-			if (k < 0)
-				return negative_errno();
-			if (k == 0)
-				return 0;
-			got += k;
-		}
-		if (memcmp(ba, bb, (size_t)na) != 0)
-			return 0;
-	}
+	return fd_equal_contents(fa, fb);
 }
 
 /* diff -u of two files with git's labels; out_fd -1: to our stdout, else into that pipe. */

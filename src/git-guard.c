@@ -512,14 +512,7 @@ static bool same_as_preimage(struct guard *g, const struct store_record *pre, co
 	if (a < 0 || b < 0 || fstat(a, &sa) < 0 || fstat(b, &sb) < 0 || !S_ISREG(sb.st_mode) ||
 	    sa.st_size != sb.st_size || (sb.st_mode & 07777) != (pre->mode & 07777))
 		return false;
-	char x[16384], y[16384];
-	for (;;) {
-		ssize_t m = read(a, x, sizeof x), k = read(b, y, sizeof y);
-		if (m < 0 || m != k || memcmp(x, y, (size_t)m) != 0)
-			return false;
-		if (m == 0)
-			return true;
-	}
+	return fd_equal_contents(a, b) > 0;
 }
 
 /* A value of core.worktree that stays in the workspace only moves git within it (submodules). */

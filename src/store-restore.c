@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "basic/fs-util.h"
 #include "basic/macro.h"
 #include "basic/path-util.h"
 #include "basic/strbuf.h"
@@ -220,17 +221,23 @@ static int plan_select(struct store_plan *p, struct store_record *v, size_t n, c
 }
 
 /* Is the regular file at path exactly the pre-image (metadata, then content)? */
-static bool file_matches(struct store *s, const struct store_record *pre, const struct stat *st)
+static bool file_matches(struct store *s, const char *turn_id, const struct store_record *pre,
+			 const struct stat *st)
 {
 	struct store_record cur = {0};
 	store_record_from_stat(&cur, st);
 	if (cur.size != pre->size || cur.mode != pre->mode || cur.mtime_ns != pre->mtime_ns ||
 	    cur.uid != pre->uid || cur.gid != pre->gid)
 		return false;
-	/* a kept tree's file is the inode itself: the same one is still here (not moved after all)
-	 */
-	if (pre->tree)
-		return (uint64_t)st->st_ino == pre->ino;
+	/* a kept tree's file: the very inode (its move never happened), or the same bytes */
+	if (pre->tree) {
+		if ((uint64_t)st->st_ino == pre->ino)
+			return true;
+		_cleanup_close_ int a = store_record_content_open(s, turn_id, pre);
+		_cleanup_close_ int b =
+		    open(pre->path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		return a >= 0 && b >= 0 && fd_equal_contents(a, b) > 0;
+	}
 	_cleanup_close_ int fd = open(pre->path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	char hash[65];
 	return fd >= 0 && store_hash_fd(fd, hash) >= 0 && strcmp(hash, pre->hash) == 0;
@@ -257,7 +264,7 @@ static enum store_action action_for(struct store *s, struct store_plan *p,
 	case STORE_KIND_FILE:
 		if (pre->not_backed_up || (!pre->hash[0] && !pre->tree))
 			return STORE_ACTION_LOST;
-		if (exists && S_ISREG(st.st_mode) && file_matches(s, pre, &st))
+		if (exists && S_ISREG(st.st_mode) && file_matches(s, p->turn_id, pre, &st))
 			return STORE_ACTION_NONE;
 		break;
 	case STORE_KIND_DIR:

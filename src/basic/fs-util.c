@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "basic/macro.h"
@@ -143,5 +144,30 @@ int copy_bytes(int src, int dst)
 		int r = loop_write(dst, buf, (size_t)k);
 		if (r < 0)
 			return r;
+	}
+}
+
+int fd_equal_contents(int a, int b)
+{
+	static char ba[65536], bb[65536];
+	for (;;) {
+		ssize_t na = RETRY_EINTR(read(a, ba, sizeof ba));
+		if (na < 0)
+			return negative_errno();
+		ssize_t got = 0;
+		while (got < na) {
+			ssize_t k = RETRY_EINTR(read(b, bb + got, (size_t)(na - got)));
+			if (k < 0)
+				return negative_errno();
+			if (k == 0)
+				return 0;
+			got += k;
+		}
+		if (na == 0) { /* a ended: so must b */
+			ssize_t k = RETRY_EINTR(read(b, bb, 1));
+			return k < 0 ? negative_errno() : k == 0;
+		}
+		if (memcmp(ba, bb, (size_t)na) != 0)
+			return 0;
 	}
 }

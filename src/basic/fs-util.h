@@ -37,3 +37,6 @@ int loop_write(int fd, const void *data, size_t n);
  * where the kernel cannot copy between them (other file systems, special files). 0 or -errno.
  */
 int copy_bytes(int src, int dst);
+
+/* Do a and b hold the same bytes from their current offsets to their ends? 1, 0, or -errno. */
+int fd_equal_contents(int a, int b);

@@ -1333,6 +1333,16 @@ static void test_kept_tree(struct store *s)
 	ok(store_turn_commit(t, "tree") >= 0, "kept tree: commit");
 	ok(undo_turn(s, id, true, NULL) >= 0, "kept tree: undo");
 	same_snapshot(before, "kept tree: undone");
+	/* undone: every file is back as another inode with the same bytes, as it was */
+	struct store_plan *pl;
+	size_t todo = 0;
+	if (ok(store_plan_restore(s, id, NULL, 0, &pl) >= 0, "kept tree: planned again")) {
+		for (size_t i = 0; i < pl->n_items; i++)
+			todo += pl->items[i].action != STORE_ACTION_NONE;
+		ok(todo == 0 && pl->n_conflicts == 0,
+		   "kept tree: ... nothing to do, no conflict (%zu to do)", todo);
+		store_plan_free(pl);
+	}
 
 	/* records whose tree never reached the store do not count */
 	ok(store_turn_join_or_begin(s, &opts, NULL, "no tree", &t, &owned) >= 0,
