@@ -1335,12 +1335,12 @@ static void test_kept_tree(struct store *s)
 	same_snapshot(before, "kept tree: undone");
 	/* undone: every file is back as another inode with the same bytes, as it was */
 	struct store_plan *pl;
-	size_t todo = 0;
+	size_t pending = 0;
 	if (ok(store_plan_restore(s, id, NULL, 0, &pl) >= 0, "kept tree: planned again")) {
 		for (size_t i = 0; i < pl->n_items; i++)
-			todo += pl->items[i].action != STORE_ACTION_NONE;
-		ok(todo == 0 && pl->n_conflicts == 0,
-		   "kept tree: ... nothing to do, no conflict (%zu to do)", todo);
+			pending += pl->items[i].action != STORE_ACTION_NONE;
+		ok(pending == 0 && pl->n_conflicts == 0,
+		   "kept tree: ... nothing to do, no conflict (%zu to do)", pending);
 		store_plan_free(pl);
 	}
 
