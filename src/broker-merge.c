@@ -209,10 +209,11 @@ static int strip_setid(struct merge *m, int up_fd, const char *name, const struc
 
 /*
  * The decision on making real (a new path, or one replaced), logged, with its pre-image taken
- * when allowed: 1 allowed and recorded, 0 refused (counted), -errno.
+ * when allowed: 1 allowed and recorded, 0 refused (counted), -errno. With moved, a regular file
+ * replaced is moved into the store where it can be (*moved: ws_fd/name is free now).
  */
 static int decide_make(struct merge *m, int ws_fd, const char *name, const char *real,
-		       const struct stat *ust, const struct stat *wst, bool record)
+		       const struct stat *ust, const struct stat *wst, bool record, bool *moved)
 {
 	struct broker_req q = merge_req(make_op(ust->st_mode), real);
 	if (S_ISLNK(ust->st_mode)) {
@@ -227,8 +228,13 @@ static int decide_make(struct merge *m, int ws_fd, const char *name, const char 
 	c.log.decision = d;
 	c.log.reason = reason;
 	int r = refused(d) ? -EACCES : broker_check_git_guard(&c, real, make_kind(ust->st_mode));
-	if (r >= 0 && record)
+	if (r >= 0 && record && moved && wst && S_ISREG(wst->st_mode)) {
+		r = broker_replace_keep(&c, ws_fd, name, real, wst);
+		*moved = r > 0;
+		r = MIN(r, 0);
+	} else if (r >= 0 && record) {
 		r = broker_before_change_st(&c, ws_fd, name, real, wst, wst ? STORE_REPLACE : 0);
+	}
 	broker_log_op(&c, r);
 	broker_call_end(&c);
 	if (r == -EACCES && refused(c.log.decision)) {
@@ -457,7 +463,8 @@ static int record_tree(struct merge *m, int up_fd, const char *name, const char 
 		/* Below a directory that does not exist yet: recorded as absent, nothing to open.
 		 */
 		if (r >= 0) {
-			r = decide_make(m, -1, de->d_name, strbuf_cstr(&sb), &st, NULL, false);
+			r = decide_make(m, -1, de->d_name, strbuf_cstr(&sb), &st, NULL, false,
+					NULL);
 			if (r == 0)
 				r = -EACCES; /* tree_allowed() said otherwise a moment ago */
 		}
@@ -482,7 +489,7 @@ static int move_new_dir(struct merge *m, int up_fd, int ws_fd, const char *name,
 		return r;
 	if (r > 0) {
 		if ((r = strip_overlay_xattrs(up_fd, name)) < 0 ||
-		    (r = decide_make(m, ws_fd, name, real, ust, NULL, true)) <= 0)
+		    (r = decide_make(m, ws_fd, name, real, ust, NULL, true, NULL)) <= 0)
 			return r;
 		/* the records below it together, before the directory is in place */
 		store_records_hold(m->b->turn);
@@ -496,7 +503,7 @@ static int move_new_dir(struct merge *m, int up_fd, int ws_fd, const char *name,
 		return 0;
 	}
 	/* Something below is refused: the directory is made here, and what may be is merged. */
-	if ((r = decide_make(m, ws_fd, name, real, ust, NULL, true)) <= 0)
+	if ((r = decide_make(m, ws_fd, name, real, ust, NULL, true, NULL)) <= 0)
 		return r;
 	if (mkdirat(ws_fd, name, 0700) < 0)
 		return negative_errno();
@@ -597,13 +604,18 @@ static int merge_entry(struct merge *m, int up_fd, int ws_fd, const char *name, 
 		}
 		exists = false;
 	}
+	bool moved = false;
 	if ((r = strip_setid(m, up_fd, name, &ust)) < 0 ||
-	    (r = decide_make(m, ws_fd, name, real, &ust, exists ? &wst : NULL, true)) <= 0)
+	    (r = decide_make(m, ws_fd, name, real, &ust, exists ? &wst : NULL, true, &moved)) <= 0)
 		return r;
-	if ((r = strip_overlay_xattrs(up_fd, name)) < 0)
+	if ((r = strip_overlay_xattrs(up_fd, name)) >= 0 && renameat(up_fd, name, ws_fd, name) < 0)
+		r = negative_errno();
+	if (r < 0) {
+		/* the change did not happen: the old file back in its place */
+		if (moved)
+			(void)broker_unkeep_file(m->b, ws_fd, name);
 		return r;
-	if (renameat(up_fd, name, ws_fd, name) < 0)
-		return negative_errno();
+	}
 	m->res->changes++;
 	return 0;
 }
@@ -785,7 +797,7 @@ static int make_parents(struct merge *m, int upper_fd, const char *rel)
 		    openat(m->b->root_fd, parent, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (pfd < 0)
 			return negative_errno();
-		int r = decide_make(m, pfd, name, real, &ust, NULL, true);
+		int r = decide_make(m, pfd, name, real, &ust, NULL, true, NULL);
 		if (r <= 0)
 			return r < 0 ? r : -EACCES;
 		if (mkdirat(pfd, name, 0700) < 0 ||

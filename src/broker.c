@@ -500,6 +500,32 @@ int broker_keep_tree(struct broker *b, int parent_fd, const char *name, const ch
 	return r;
 }
 
+int broker_replace_keep(struct broker_call *c, int parent_fd, const char *name, const char *real,
+			const struct stat *st)
+{
+	struct broker *b = c->b;
+	if (b->turn && b->cfg.backup_enabled && !broker_is_shm(b, real)) {
+		int r = store_keep_file(b->turn, parent_fd, name, real, st,
+					!is_volatile(b, parent_fd, st->st_dev));
+		if (r < 0) {
+			c->log.backup = "failed";
+			return r;
+		}
+		if (r > 0) {
+			c->log.backup = "saved";
+			c->log.absent = false;
+			b->stats.backups_saved++;
+			return 1;
+		}
+	}
+	return broker_before_change_st(c, parent_fd, name, real, st, STORE_REPLACE);
+}
+
+int broker_unkeep_file(struct broker *b, int parent_fd, const char *name)
+{
+	return store_unkeep_file(b->turn, parent_fd, name);
+}
+
 int broker_before_change_res(struct broker_call *c, const struct resolved *res, unsigned flags)
 {
 	return before_change(c, res->parent_fd, res->name, res->real, res->exists ? &res->st : NULL,

@@ -749,7 +749,9 @@ static int load_extra(struct guard *g)
 	struct dirent *de;
 	while (r >= 0 && g->n_extra < EXTRA_REPOS_MAX && (de = readdir(d))) {
 		_cleanup_strbuf_ struct strbuf p = STRBUF_INIT;
-		if (dot_or_dot_dot(de->d_name))
+		/* only a directory, or a symlink to one, can hold a ".git" */
+		if (dot_or_dot_dot(de->d_name) ||
+		    (de->d_type != DT_DIR && de->d_type != DT_LNK && de->d_type != DT_UNKNOWN))
 			continue;
 		if (strbuf_printf(&p, "%s/%s/.git", g->o->workspace, de->d_name) < 0) {
 			r = -ENOMEM;

@@ -90,6 +90,12 @@ struct store_turn {
 	bool lazy;
 	char *lazy_message;
 	int64_t lazy_begin_ns;
+	/* store_keep_file(): this turn's tree of files kept by a move (trees/<id>/, the files at
+	 * their paths below it), and its directory used last */
+	char *file_tree;
+	int file_tree_fd;
+	char *file_tree_dir; /* the path that directory stands for */
+	int file_tree_dir_fd;
 };
 
 uint32_t store_crc32(const void *data, size_t n);
@@ -186,6 +192,12 @@ struct store_tree_filter {
 	bool present;
 };
 int store_tree_filter(struct store_record *rec, void *userdata);
+/* Records, appended to manifest_fd, for the files kept by a move (store_keep_file()) that have none
+ * in the turn (seen: the paths it has records for): a broker killed between the move and the
+ * record. */
+int store_file_trees_recover(int turn_fd, const struct path_set *seen, int manifest_fd);
+/* kept/<turn>/ made: the mark that makes a killed turn's recovery look at it */
+int store_kept_mark(struct store_turn *t);
 /* A turn's manifest through fn, without those records. */
 int store_manifest_foreach_turn(int turn_fd, store_record_fn fn, void *userdata);
 

@@ -183,6 +183,11 @@ static int kept_dir(struct store_turn *t)
 	return 0;
 }
 
+int store_kept_mark(struct store_turn *t)
+{
+	return kept_dir(t);
+}
+
 /* kept/<turn>/<name> → the inode of fd, made before the change it protects. */
 static int kept_link(struct store_turn *t, int fd, const char *name)
 {
@@ -438,6 +443,8 @@ static int kept_recover(struct store *s, int turn_fd, int kdir, int manifest_fd)
 	if (d)
 		closedir(d);
 	strbuf_free(&path);
+	if (r >= 0)
+		r = store_file_trees_recover(turn_fd, &seen, manifest_fd);
 	store_set_free(&seen);
 	return r;
 }

@@ -291,8 +291,9 @@ static bool record_valid(const struct store_record *r)
 		return false;
 	if (r->kind == STORE_KIND_SYMLINK && !r->target)
 		return false;
-	/* a kept tree's file: its tree is a name of the store, its root a parent of its path */
-	if (r->tree && (r->kind != STORE_KIND_FILE || !store_id_valid(r->tree) || r->tree_at < 1 ||
+	/* a kept tree's file: its tree is a name of the store, its root a parent of its path (or
+	 * "", the file system's: a file kept by a move) */
+	if (r->tree && (r->kind != STORE_KIND_FILE || !store_id_valid(r->tree) ||
 			r->tree_at > strlen(r->path) ||
 			(r->path[r->tree_at] != '\0' && r->path[r->tree_at] != '/')))
 		return false;

@@ -27,6 +27,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +38,9 @@
 #include <unistd.h>
 
 #include "basic/alloc-util.h"
+#include "basic/kernel-compat.h"
 #include "basic/fd-util.h"
+#include "basic/fs-util.h"
 #include "basic/macro.h"
 #include "basic/path-util.h"
 #include "basic/strbuf.h"
@@ -244,6 +247,206 @@ int store_keep_tree(struct store_turn *t, int dirfd, const char *name, const cha
 	*ret = w.v;
 	*ret_n = w.n;
 	return 1;
+}
+
+/* ---- files kept by a move ---- */
+
+/*
+ * The directory of the turn's file tree that stands for dir (absolute, "" for "/"), made as
+ * needed: an fd the turn holds (file_tree_dir_fd), or -errno.
+ */
+static int file_tree_dir(struct store_turn *t, const char *dir)
+{
+	if (t->file_tree_dir && strcmp(t->file_tree_dir, dir) == 0)
+		return t->file_tree_dir_fd;
+	int r;
+	if (t->file_tree_fd < 0) {
+		_cleanup_free_ char *id = NULL;
+		char p[8 + STORE_ID_MAX];
+		if ((r = store_random_name("f", &id)) < 0)
+			return r;
+		snprintf(p, sizeof p, "trees/%s", id);
+		/* the mark first: a turn killed after its first move is looked at */
+		if ((r = store_kept_mark(t)) < 0 ||
+		    ((r = store_mkdir_0700_at(t->dir_fd, "trees")) < 0 && r != -EEXIST) ||
+		    (r = store_mkdir_0700_at(t->dir_fd, p)) < 0)
+			return r;
+		if ((t->file_tree_fd = store_open_dir_at(t->dir_fd, p)) < 0)
+			return t->file_tree_fd;
+		t->file_tree = TAKE_PTR(id);
+	}
+	free(t->file_tree_dir);
+	t->file_tree_dir = NULL;
+	t->file_tree_dir_fd = safe_close(t->file_tree_dir_fd);
+	/* the whole path at once where it is there already, else a directory at a time */
+	const char *rel = dir[0] ? dir + 1 : ".";
+	int fd = openat(t->file_tree_fd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT) {
+		_cleanup_free_ char *copy = strdup(rel);
+		if (!copy)
+			return -ENOMEM;
+		fd = fcntl(t->file_tree_fd, F_DUPFD_CLOEXEC, 3);
+		for (char *c = copy, *next; fd >= 0 && c && *c; c = next) {
+			if ((next = strchr(c, '/')))
+				*next++ = '\0';
+			if ((r = store_mkdir_0700_at(fd, c)) < 0 && r != -EEXIST) {
+				safe_close(fd);
+				return r;
+			}
+			int nfd = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			safe_close(fd);
+			fd = nfd;
+		}
+	}
+	if (fd < 0)
+		return negative_errno();
+	if (!(t->file_tree_dir = strdup(dir))) {
+		safe_close(fd);
+		return -ENOMEM;
+	}
+	return t->file_tree_dir_fd = fd;
+}
+
+int store_keep_file(struct store_turn *t, int dirfd, const char *name, const char *path,
+		    const struct stat *st, bool durable)
+{
+	if (!t || !t->opts.enabled || !S_ISREG(st->st_mode) || st->st_nlink != 1 ||
+	    (uint64_t)st->st_size > t->opts.max_size_bytes || st->st_dev != t->store->dev ||
+	    path[0] != '/' || store_set_contains(&t->seen, path))
+		return 0;
+	/* Where a crash may write the change out before the move, keep the file by a link. */
+	if (durable && t->opts.sync && !t->store->ordered_metadata)
+		return 0;
+	static uid_t euid = (uid_t)-1;
+	if (euid == (uid_t)-1)
+		euid = geteuid();
+	if (euid != 0 && (st->st_uid != euid || !(st->st_mode & S_IRUSR)))
+		return 0; /* undo could not read it back */
+	const char *slash = strrchr(path, '/');
+	if (strcmp(slash + 1, name) != 0)
+		return -EINVAL;
+	_cleanup_free_ char *dir = strndup(path, (size_t)(slash - path));
+	if (!dir)
+		return -ENOMEM;
+	int r = 0;
+	if (t->lazy && (r = store_turn_materialize(t)) < 0)
+		return r;
+	int dfd = file_tree_dir(t, dir);
+	if (dfd < 0)
+		return dfd;
+	/* EXDEV (another mount of the file system), EBUSY (a mount point): kept by a link */
+	if (renameat(dirfd, name, dfd, name) < 0)
+		return errno == EXDEV || errno == EBUSY || errno == EACCES || errno == EPERM
+			   ? 0
+			   : negative_errno();
+	/* What was moved is recorded, whatever came in the place of what st saw meanwhile. */
+	struct stat now;
+	struct store_record rec = {
+	    .path = (char *)path, .call = t->call, .tree = t->file_tree, .tree_at = 0};
+	if (fstatat(dfd, name, &now, AT_SYMLINK_NOFOLLOW) < 0)
+		r = negative_errno();
+	else if (!S_ISREG(now.st_mode))
+		r = -ESTALE;
+	if (r >= 0) {
+		store_record_from_stat(&rec, &now);
+		rec.ino = (uint64_t)now.st_ino;
+		/* no flush: on a file system that orders metadata the move is on disk before the
+		 * change, and the recovery makes the record again from the file */
+		r = store_record_append(t, &rec);
+		t->dirty_manifest = false;
+	}
+	if (r < 0) {
+		(void)renameat2(dfd, name, dirfd, name, RENAME_NOREPLACE);
+		return r == -ESTALE ? 0 : r;
+	}
+	if (store_set_add(&t->seen, path) < 0)
+		t->seen_incomplete = true;
+	t->stats.saved++;
+	return 1;
+}
+
+int store_unkeep_file(struct store_turn *t, int dirfd, const char *name)
+{
+	if (!t || t->file_tree_dir_fd < 0)
+		return -EBADF;
+	return renameat2(t->file_tree_dir_fd, name, dirfd, name, RENAME_NOREPLACE) < 0
+		   ? negative_errno()
+		   : 0;
+}
+
+/* The files below dir_fd (rel: their path without the leading '/') with no record in seen. */
+static int recover_dir(int dir_fd, const char *tree, struct strbuf *rel,
+		       const struct path_set *seen, struct strbuf *out, unsigned depth)
+{
+	if (depth > PATH_MAX / 2)
+		return -ELOOP;
+	int fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		safe_close(fd);
+		return negative_errno();
+	}
+	size_t len = rel->len;
+	int r = 0;
+	for (struct dirent *de; r >= 0 && (errno = 0, de = readdir(d));) {
+		if (dot_or_dot_dot(de->d_name))
+			continue;
+		struct stat st;
+		strbuf_truncate(rel, len);
+		if ((r = strbuf_printf(rel, "/%s", de->d_name)) < 0)
+			break;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			r = errno == ENOENT ? 0 : negative_errno();
+		} else if (S_ISDIR(st.st_mode)) {
+			_cleanup_close_ int sub = store_open_dir_at(dirfd(d), de->d_name);
+			r = sub < 0 ? sub : recover_dir(sub, tree, rel, seen, out, depth + 1);
+		} else if (S_ISREG(st.st_mode) && !store_set_contains(seen, rel->buf)) {
+			struct store_record rec = {.path = rel->buf, .tree = (char *)tree};
+			store_record_from_stat(&rec, &st);
+			rec.ino = (uint64_t)st.st_ino;
+			r = strbuf_appendc(out, '\n');
+			if (r >= 0)
+				r = store_record_format(&rec, out);
+		}
+	}
+	if (r >= 0 && errno)
+		r = negative_errno();
+	strbuf_truncate(rel, len);
+	closedir(d);
+	return r;
+}
+
+int store_file_trees_recover(int turn_fd, const struct path_set *seen, int manifest_fd)
+{
+	_cleanup_close_ int trees = store_open_dir_at(turn_fd, "trees");
+	if (trees == -ENOENT)
+		return 0;
+	if (trees < 0)
+		return trees;
+	int fd = fcntl(trees, F_DUPFD_CLOEXEC, 3);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		safe_close(fd);
+		return negative_errno();
+	}
+	struct strbuf rel = STRBUF_INIT, out = STRBUF_INIT;
+	int r = 0;
+	for (struct dirent *de; r >= 0 && (errno = 0, de = readdir(d));) {
+		/* the trees of files kept by a move (those kept whole were recorded first) */
+		if (de->d_name[0] != 'f' || !store_id_valid(de->d_name))
+			continue;
+		_cleanup_close_ int tfd = store_open_dir_at(trees, de->d_name);
+		strbuf_reset(&rel);
+		r = tfd < 0 ? tfd : recover_dir(tfd, de->d_name, &rel, seen, &out, 0);
+	}
+	if (r >= 0 && errno)
+		r = negative_errno();
+	closedir(d);
+	if (r >= 0 && out.len)
+		r = loop_write(manifest_fd, out.buf, out.len);
+	strbuf_free(&rel);
+	strbuf_free(&out);
+	return r;
 }
 
 /* ---- reading ---- */

@@ -147,6 +147,10 @@ static void turn_free_fds(struct store_turn *t)
 	safe_close(t->dir_fd);
 	safe_close(t->manifest_fd);
 	safe_close(t->kept_fd);
+	safe_close(t->file_tree_fd);
+	safe_close(t->file_tree_dir_fd);
+	free(t->file_tree);
+	free(t->file_tree_dir);
 	store_set_free(&t->seen);
 	free(t->id);
 	free(t->call);
@@ -165,7 +169,7 @@ static struct store_turn *turn_alloc(struct store *s, const struct store_options
 		return NULL;
 	t->store = s;
 	t->opts = *o;
-	t->dir_fd = t->manifest_fd = t->kept_fd = -1;
+	t->dir_fd = t->manifest_fd = t->kept_fd = t->file_tree_fd = t->file_tree_dir_fd = -1;
 	if (call && !(t->call = strdup(call))) {
 		turn_free_fds(t);
 		return NULL;

@@ -132,6 +132,23 @@ int store_keep_tree(struct store_turn *t, int dirfd, const char *name, const cha
 		    const struct stat *st, const struct store_tree_opts *o,
 		    struct store_record **ret, size_t *ret_n);
 
+/*
+ * The pre-image of a regular file that is about to be replaced, kept by moving the file itself into
+ * the store (turns/<turn>/trees/<the turn's file tree>/<path>) instead of a link and a hash: its
+ * record names the tree. The move comes first, then the record; a broker killed between leaves a
+ * file that the recovery finds in the tree and records (store_kept_recover_all()). Where the file
+ * system does not order the move before the change that follows it (durable, with
+ * sandbox.fileBackup.sync, on a file system without ordered metadata), or the file has another
+ * name, is over the size limit, was recorded already or cannot be moved, nothing is done.
+ * st: dirfd/name's lstat(), just made. 1: moved (dirfd/name is free: the caller puts the new file
+ * there, or the old one back with store_unkeep_file()), 0: not kept this way, -errno.
+ */
+int store_keep_file(struct store_turn *t, int dirfd, const char *name, const char *path,
+		    const struct stat *st, bool durable);
+/* The file store_keep_file() moved last back to dirfd/name (the change did not happen), unless
+ * something is there meanwhile; its record stays, and undo finds it the very inode. */
+int store_unkeep_file(struct store_turn *t, int dirfd, const char *name);
+
 /* True if path was recorded by this turn (store_preimage() would do nothing). */
 bool store_preimage_recorded(const struct store_turn *t, const char *path);
 /*
@@ -190,8 +207,9 @@ struct store_record {
 	char hash[65];	    /* hex SHA-256 of the content object, "" if none */
 	bool not_backed_up; /* regular file over the size limit: no content */
 	bool moved;	    /* the file itself was moved into the store (consumed) */
-	/* A file of a tree kept whole (store_keep_tree()): its content is the file at
-	 * turns/<turn>/trees/<tree>/<path + tree_at> (no hash); NULL for the others. */
+	/* A file of a tree kept whole (store_keep_tree()), or kept by a move (store_keep_file(),
+	 * tree_at 0): its content is the file at turns/<turn>/trees/<tree>/<path + tree_at> (no
+	 * hash); NULL for the others. */
 	char *tree;
 	uint64_t tree_at; /* where the tree's root path ends in path */
 	uint64_t size, ino, rdev;

@@ -33,6 +33,15 @@ char *strbuf_steal(struct strbuf *sb);
 void strbuf_reset(struct strbuf *sb);
 void strbuf_free(struct strbuf *sb);
 
+/* Keep the first n bytes (n <= len). */
+static inline void strbuf_truncate(struct strbuf *sb, size_t n)
+{
+	if (n < sb->len) {
+		sb->len = n;
+		sb->buf[n] = '\0';
+	}
+}
+
 static inline void strbuf_freep(struct strbuf *sb)
 {
 	strbuf_free(sb);

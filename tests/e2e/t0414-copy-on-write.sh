@@ -225,6 +225,30 @@ printf 'tampered\n' >"$(ls -d "$XDG_STATE_HOME"/brokered/sessions/*/modify_backu
 [ "$?" -ne 0 ] && [ ! -e "$TWIN_BRK/tree/a/f" ] && [ "$(cat "$TWIN_BRK/tree/a/b/g")" = two ]
 ok $? "undo restores the rest, not a kept file that changed since, and fails"
 
+# ---- a replaced file kept by a move: the file itself goes into the store (no copy, no hash) ----
+setup_edit() {
+	for i in 1 2 3; do printf 'v1 %s\n' "$i" >"e$i"; done
+	chmod 600 e2 && touch -d '2001-02-03 04:05:06' e3 && printf 'v1 h\n' >h && ln h h-too
+	stat -c %i e1 >"../$(basename "$PWD").e1-inode"
+}
+twin_check "sed -i over files" setup_edit sh -c 'sed -i s/v1/v2/ e1 e2 e3 h'
+turn=$(cd "$TWIN_BRK" && last_turn_id)
+manifest=$(ls "$XDG_STATE_HOME"/brokered/sessions/*/modify_backup/turns/"$turn"/manifest)
+kept=$(ls -d "${manifest%/manifest}"/trees/f* 2>/dev/null)
+is "$(cd "$kept$TWIN_BRK" 2>/dev/null && stat -c '%n %a %s' e1 e2 e3 && cat e1)" "e1 644 5
+e2 600 5
+e3 644 5
+v1 1" "the replaced files are in the store's file tree at their paths, with their modes"
+is "$(stat -c %Y "$kept$TWIN_BRK/e3" 2>/dev/null)" "$(date -d '2001-02-03 04:05:06' +%s)" "... and mtimes"
+is "$(grep " p=$TWIN_BRK/e[123] .* kt=f[^ ]* ka=0 " "$manifest" | grep -vc ' h=')" 3 "... each recorded with its tree, no hash"
+[ ! -e "$kept$TWIN_BRK/h" ] && grep -q " p=$TWIN_BRK/h h=[0-9a-f]\{64\} " "$manifest"
+ok $? "a file with two names is kept by its content (the store must not share it)"
+is "$(stat -c %i "$kept$TWIN_BRK/e1" 2>/dev/null)" "$(cat "$TWIN_BRK/../brokered.e1-inode")" \
+	"the store holds the very inode that was replaced"
+(cd "$TWIN_BRK" && "$BROKERED" diff "$turn" -- e1 2>&1 | grep -qx -- '-v1 1')
+ok $? "diff shows a file kept by a move as it was"
+undo_as_fresh setup_edit "undo: every file back, with its mode and mtime"
+
 # ---- the broker killed in the middle of the merge: what it merged is undone ----
 k="$TEST_DIR/killed"
 mkdir -p "$k" && k=$(cd "$k" && pwd -P)

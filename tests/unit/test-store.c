@@ -1366,6 +1366,151 @@ static void test_kept_tree(struct store *s)
 	strbuf_free(&q);
 }
 
+/* store_keep_file() on ws/name, then the new file put in its place (the change): 1, 0, -errno */
+static int keep_then_replace(struct store_turn *t, const char *name, const char *now, bool durable)
+{
+	struct strbuf p = STRBUF_INIT;
+	ws_path(&p, name);
+	struct stat st;
+	int wfd = open(ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int r = wfd < 0 || lstat(p.buf, &st) < 0
+		    ? -errno
+		    : store_keep_file(t, wfd, name, p.buf, &st, durable);
+	if (r > 0)
+		puts_ws(name, now);
+	if (wfd >= 0)
+		close(wfd);
+	strbuf_free(&p);
+	return r;
+}
+
+static void test_keep_file(struct store *s)
+{
+	reset_ws();
+	puts_ws("m", "moved\n");
+	puts_ws("two", "two names\n");
+	puts_ws("again", "first\n");
+	struct strbuf p = STRBUF_INIT, q = STRBUF_INIT;
+	ws_path(&p, "m");
+	chmod(p.buf, 0640);
+	struct timespec old[2] = {{.tv_sec = 1000000000}, {.tv_sec = 1000000000}};
+	utimensat(AT_FDCWD, p.buf, old, 0);
+	struct stat mst;
+	lstat(p.buf, &mst);
+	ws_path(&p, "two");
+	ws_path(&q, "two-b");
+	ok(link(p.buf, q.buf) == 0, "kept file: a file with a second name");
+	_cleanup_free_ char *before = snapshot();
+
+	struct store_turn *t;
+	bool owned;
+	if (!ok(store_turn_join_or_begin(s, &opts, NULL, "moved", &t, &owned) >= 0,
+		"kept file: turn"))
+		return;
+	_cleanup_free_ char *id = strdup(store_turn_id(t));
+	is_int(keep_then_replace(t, "m", "changed\n", false), 1, "kept file: moved into the store");
+	is_int(keep_then_replace(t, "two", "x\n", false), 0,
+	       "kept file: a file with two names is not moved (it would share the inode)");
+	if (!t->store->ordered_metadata)
+		is_int(keep_then_replace(t, "again", "x\n", true), 0,
+		       "kept file: not where a crash may reach the disk before the move");
+	is_int(keep_then_replace(t, "again", "second\n", false), 1, "kept file: another one");
+	is_int(keep_then_replace(t, "again", "third\n", false), 0,
+	       "kept file: a path recorded already in the turn is not moved again");
+	struct store_record *v;
+	size_t nv;
+	const struct store_record *f = NULL;
+	ws_path(&p, "m");
+	ok(store_turn_records(s, id, &v, &nv) >= 0, "kept file: records read");
+	for (size_t i = 0; i < nv; i++)
+		if (strcmp(v[i].path, p.buf) == 0)
+			f = &v[i];
+	ok(f && f->tree && f->tree_at == 0 && !f->hash[0] && f->ino == (uint64_t)mst.st_ino &&
+	       f->mode == (uint32_t)mst.st_mode && f->mtime_ns == 1000000000LL * 1000000000,
+	   "kept file: the record names the tree and the very inode, its mode and mtime");
+	int fd = f ? store_record_content_open(s, id, f) : -1;
+	char buf[16] = {0};
+	struct stat fst;
+	ok(fd >= 0 && read(fd, buf, sizeof buf) == 6 && strcmp(buf, "moved\n") == 0 &&
+	       fstat(fd, &fst) == 0 && fst.st_ino == mst.st_ino,
+	   "kept file: the content is the file itself, in the store");
+	if (fd >= 0)
+		close(fd);
+	store_records_free(v, nv);
+	ok(store_turn_commit(t, "moved") >= 0, "kept file: commit");
+	ok(undo_turn(s, id, true, NULL) >= 0, "kept file: undo");
+	same_snapshot(before, "kept file: undone");
+	strbuf_free(&p);
+	strbuf_free(&q);
+}
+
+/* A broker that moved a file into the store and was killed before its record reached the
+ * manifest (or a power cut lost the record, on a file system that orders metadata): the recovery
+ * finds the file in the tree and records it. */
+static void test_keep_file_kill(void)
+{
+	reset_ws();
+	puts_ws("k", "kept before the kill\n");
+	_cleanup_free_ char *before = snapshot();
+	int pfd[2];
+	if (pipe(pfd) < 0)
+		return;
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(pfd[0]);
+		struct store *cs;
+		struct store_turn *t;
+		bool owned;
+		if (store_open(state, "keepkill", &cs) < 0 ||
+		    store_turn_join_or_begin(cs, &opts, "child", "child", &t, &owned) < 0 ||
+		    keep_then_replace(t, "k", "new\n", false) != 1)
+			_exit(1);
+		/* the record lost: the manifest as it was before it */
+		struct stat st;
+		if (fstat(t->manifest_fd, &st) < 0)
+			_exit(1);
+		char *m = malloc((size_t)st.st_size + 1);
+		ssize_t k = m ? pread(t->manifest_fd, m, (size_t)st.st_size, 0) : -1;
+		if (k != st.st_size)
+			_exit(1);
+		m[k] = '\0';
+		char *last = NULL;
+		for (char *x = m; (x = strstr(x, "\nB1 ")); x++)
+			last = x;
+		if (!last || !strstr(last, "/k ") || ftruncate(t->manifest_fd, last - m) < 0)
+			_exit(1);
+		(void)!write(pfd[1], "k", 1);
+		raise(SIGKILL);
+		_exit(1);
+	}
+	close(pfd[1]);
+	char c = 0;
+	ok(read(pfd[0], &c, 1) == 1, "kept file: the child moved k, lost its record, was killed");
+	close(pfd[0]);
+	waitpid(pid, NULL, 0);
+	struct store *s;
+	struct store_turn_info *v = NULL;
+	size_t n = 0;
+	if (!ok(store_open(state, "keepkill", &s) >= 0,
+		"kept file: the store opens after the kill"))
+		return;
+	if (ok(store_list_turns(s, &v, &n) >= 0 && n == 1,
+	       "kept file: the killed turn is listed")) {
+		struct store_record *r = NULL;
+		size_t nr = 0;
+		ok(store_turn_records(s, v[0].id, &r, &nr) >= 0 && nr == 1 && r[0].tree &&
+		       strstr(r[0].path, "/k"),
+		   "kept file: the recovery made its record again");
+		store_records_free(r, nr);
+		is_int(store_commit_id(s, v[0].id, "committed after kill"), 0,
+		       "kept file: the killed turn committed");
+		is_int(undo_turn(s, v[0].id, true, NULL), 0, "kept file: undo of the killed turn");
+		same_snapshot(before, "kept file: k back as it was");
+	}
+	store_turn_infos_free(v, n);
+	store_close(s);
+}
+
 int main(void)
 {
 	snprintf(root, sizeof root, "/tmp/test-store-XXXXXX");
@@ -1396,7 +1541,9 @@ int main(void)
 	test_gc_bad_manifest(s);
 	test_shared_object(s);
 	test_kept_tree(s);
+	test_keep_file(s);
 	store_close(s);
+	test_keep_file_kill();
 	test_kept();
 	test_enospc();
 	test_kill();
