@@ -645,7 +645,9 @@ static int merge_dir(struct merge *m, int up_fd, int ws_fd, const char *real, un
 	if (errno)
 		r = negative_errno();
 	closedir(d);
-	return r;
+	/* the records of the files kept by a move in it (store_keep_file()) */
+	int k = store_records_release(m->b->turn);
+	return r < 0 ? r : k;
 }
 
 /* ---- renamed directories (redirect_dir) ---- */

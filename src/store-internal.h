@@ -23,7 +23,8 @@
  *   modify_backup/turns/<id>/   one turn: meta (one record line: state, message, times),
  *                               manifest (append-only pre-images), post (post-states, at
  *                               commit), calls (tool call ids, one escaped id per line),
- *                               trees/<tree id>/ (directories removed whole, store-tree.c)
+ *                               trees/<tree id>/ (directories removed whole; t*: the tree, f*: the
+ *                               files replaced, at their absolute paths: store-tree.c)
  */
 
 #define STORE_ID_MAX	   128

@@ -56,6 +56,9 @@ int store_records_write_held(struct store_turn *t)
 		return 0;
 	int r = store_manifest_append(t, t->held.buf, t->held.len);
 	strbuf_reset(&t->held);
+	/* commit cannot go by the paths in memory: it rebuilds what it can from the store */
+	if (r < 0)
+		t->seen_incomplete = true;
 	return r;
 }
 

@@ -23,6 +23,14 @@
  * (another would share the stored inode), is readable and within the size limit; every path is
  * on the tree's file system, allowed by the caller, and the tree is small enough to hold its
  * records in memory. Otherwise nothing is changed and the caller removes the tree piece by piece.
+ *
+ * Files kept by a move (store_keep_file()): a regular file that the copy-on-write merge replaces
+ * goes to the turn's file tree, trees/f<id>/<its absolute path> (a record with ka=0), made
+ * directory by directory as needed. Here the move comes first and the record after (held, written
+ * with others): a broker killed between, or a crash that loses the record where metadata is
+ * ordered, leaves a file in a file tree without a record, and the recovery of the turn
+ * (store_kept_recover_all(), which kept/<turn>/ made before the first move points to) records it
+ * from the file itself, which is all a record holds.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -347,13 +355,17 @@ int store_keep_file(struct store_turn *t, int dirfd, const char *name, const cha
 		r = negative_errno();
 	else if (!S_ISREG(now.st_mode))
 		r = -ESTALE;
+	/* The record waits with the held ones (written together, a write per 256 KiB, at the next
+	 * store_records_release(), flush or commit), and needs no flush of its own: a broker killed
+	 * first, or a crash on a file system that orders metadata (the move reached the disk before
+	 * the change that follows it), leaves the file in the tree, where the recovery finds it. */
 	if (r >= 0) {
 		store_record_from_stat(&rec, &now);
 		rec.ino = (uint64_t)now.st_ino;
-		/* no flush: on a file system that orders metadata the move is on disk before the
-		 * change, and the recovery makes the record again from the file */
-		r = store_record_append(t, &rec);
-		t->dirty_manifest = false;
+		if ((r = t->held.len ? strbuf_appendc(&t->held, '\n') : 0) >= 0)
+			r = store_record_format(&rec, &t->held);
+		if (r >= 0 && t->held.len >= 256 * 1024)
+			r = store_records_write_held(t);
 	}
 	if (r < 0) {
 		(void)renameat2(dfd, name, dirfd, name, RENAME_NOREPLACE);
