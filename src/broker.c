@@ -491,10 +491,13 @@ int broker_keep_tree(struct broker *b, int parent_fd, const char *name, const ch
 	if (!b->turn || !b->cfg.backup_enabled)
 		return 0;
 	o->durable = !is_volatile(b, parent_fd, st->st_dev);
+	struct store_stats before, after;
+	store_turn_stats(b->turn, &before);
 	int r = store_keep_tree(b->turn, parent_fd, name, real, st, o, ret, ret_n);
 	if (r > 0) {
-		for (size_t i = 0; i < *ret_n; i++)
-			b->stats.backups_saved += (*ret)[i].kind != STORE_KIND_ABSENT;
+		/* the paths the turn had not recorded yet */
+		store_turn_stats(b->turn, &after);
+		b->stats.backups_saved += after.saved - before.saved;
 		b->flushed |= o->durable;
 	}
 	return r;

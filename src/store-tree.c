@@ -246,11 +246,11 @@ int store_keep_tree(struct store_turn *t, int dirfd, const char *name, const cha
 		return 0;
 	}
 	for (size_t i = 0; i < w.n; i++) {
-		if (store_set_contains(&t->seen, w.v[i].path))
-			continue;
-		if (store_set_add(&t->seen, w.v[i].path) < 0)
+		/* 1: a path the turn had not recorded before append_records() did */
+		int k = store_set_add(&t->seen, w.v[i].path);
+		if (k < 0)
 			t->seen_incomplete = true;
-		t->stats.saved++;
+		t->stats.saved += k != 0;
 	}
 	*ret = w.v;
 	*ret_n = w.n;

@@ -228,43 +228,16 @@ fingerprint_any() {
 	fi
 }
 
-# tree_snapshot_any DIR: what tree_snapshot with fingerprint_any says (type, mode, content hash,
-# link target, device numbers; safe on FIFOs), in one process instead of several per path.
+# tree_snapshot_any DIR: every path below DIR with its type, mode, content (size and hash), link
+# target or device numbers, safe on FIFOs: tests/helpers/snapshot.c, a process of its own instead
+# of several per path (it runs two or more times per check).
+_snapshot_bin=$(helpers_dir 2>/dev/null)/snapshot
 tree_snapshot_any() {
-	"${BRK_PY:-/usr/bin/python3}" - "$1" <<'PYEOF'
-import hashlib, os, stat, sys
-top = sys.argv[1]
-out = []
-for dirpath, dirs, files in os.walk(top):
-    rel_dir = os.path.relpath(dirpath, top)
-    if rel_dir == ".":  # like find's -not -path './.brokered*': top-level .brokered* only
-        dirs[:] = [d for d in dirs if not d.startswith(".brokered")]
-        files = [f for f in files if not f.startswith(".brokered")]
-    for name in dirs + files:
-        rel = os.path.normpath(os.path.join(rel_dir, name))
-        p = os.path.join(dirpath, name)
-        st = os.lstat(p)
-        m = "%o" % stat.S_IMODE(st.st_mode)
-        if stat.S_ISLNK(st.st_mode):
-            f = "L " + os.fsdecode(os.readlink(p))
-        elif stat.S_ISDIR(st.st_mode):
-            f = "D " + m
-        elif stat.S_ISREG(st.st_mode):
-            h = hashlib.sha256()
-            with open(p, "rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(chunk)
-            f = "F %s %s" % (m, h.hexdigest())
-        elif stat.S_ISFIFO(st.st_mode):
-            f = "P " + m
-        elif stat.S_ISSOCK(st.st_mode):
-            f = "S " + m
-        else:
-            f = "N %s %x:%x" % (m, os.major(st.st_rdev), os.minor(st.st_rdev))
-        out.append((os.fsencode(rel), repr(os.fsencode(rel))[2:-1] + " " + f))
-for _, line in sorted(out):
-    print(line)
-PYEOF
+	if [ ! -x "$_snapshot_bin" ]; then
+		echo "tree_snapshot_any: no $_snapshot_bin (make helpers)" >&2
+		return 1
+	fi
+	"$_snapshot_bin" "$1"
 }
 
 # twin_check DESC SETUP CMD...: make two fresh copies of a workspace, $TEST_DIR/twin/N/native and
