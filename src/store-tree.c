@@ -339,14 +339,14 @@ int store_keep_file(struct store_turn *t, int dirfd, const char *name, const cha
 	int r = 0;
 	if (t->lazy && (r = store_turn_materialize(t)) < 0)
 		return r;
+	/* Nothing changed yet: where the tree or the move fails (another mount of the file
+	 * system: EXDEV, a mount point: EBUSY, the file gone: ENOENT), the caller keeps the file
+	 * the other way, which looks again and says what is wrong. */
 	int dfd = file_tree_dir(t, dir);
 	if (dfd < 0)
-		return dfd;
-	/* EXDEV (another mount of the file system), EBUSY (a mount point): kept by a link */
+		return dfd == -ENOMEM ? dfd : 0;
 	if (renameat(dirfd, name, dfd, name) < 0)
-		return errno == EXDEV || errno == EBUSY || errno == EACCES || errno == EPERM
-			   ? 0
-			   : negative_errno();
+		return 0;
 	/* What was moved is recorded, whatever came in the place of what st saw meanwhile. */
 	struct stat now;
 	struct store_record rec = {
