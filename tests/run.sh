@@ -140,7 +140,7 @@ fuzz_job() { # fuzz_job TARGET: run it on a copy of its seed corpus; TAP on stdo
 	name=$(basename "$f")
 	work=$(mktemp -d)
 	[ -d "fuzz/corpus/$name" ] && cp -r "fuzz/corpus/$name"/. "$work"/ 2>/dev/null
-	"$f" -max_total_time="${BROKERED_FUZZ_SECONDS:-8}" -rss_limit_mb=2048 "$work" 2>&1 | tail -40 | sed 's/^/# /'
+	"$f" -max_total_time="${BROKERED_FUZZ_SECONDS:-5}" -rss_limit_mb=2048 "$work" 2>&1 | tail -40 | sed 's/^/# /'
 	st=${PIPESTATUS[0]}
 	rm -rf "$work"
 	if [ "$st" -eq 0 ]; then echo "ok 1 - $name: no finding"; else echo "not ok 1 - $name: finding (see log)"; fi
@@ -150,26 +150,26 @@ export -f fuzz_job
 if [ $# -eq 0 ] && [ -d build-fuzz ]; then
 	for f in build-fuzz/fuzz-*; do
 		[ -x "$f" ] || continue
-		start_job "fuzz/$(basename "$f") (${BROKERED_FUZZ_SECONDS:-8}s)" "$log_dir/$(basename "$f").log" \
+		start_job "fuzz/$(basename "$f") (${BROKERED_FUZZ_SECONDS:-5}s)" "$log_dir/$(basename "$f").log" \
 			bash -c 'fuzz_job "$1"' _ "$f"
 	done
 fi
 
-# The sanitizer build skips the two tool matrices and the two largest escape matrices (the same
+# The sanitizer build skips the two tool matrices and the four largest escape matrices (the same
 # operations as the other scripts, hundreds of times over, twice as slow under ASan; the other
-# escape scripts run under it), the real Claude Code CLI (its hooks run under
+# escape scripts, t0404, t0406 and t0407, run under it), the real Claude Code CLI (its hooks run under
 # the sanitizer build in t0710), the store's kill-and-cut rounds (the same recovery code as
 # t0310's, whose rounds it runs) and the scripts that check documentation and completions, not
 # the program's code: the test run stays under 20 minutes.
 # BROKERED_TEST_FULL=1 (make check-full) runs them all under it as well.
 [ -n "${BROKERED_TEST_FULL:-}" ] && BROKERED_SAN_SKIP=${BROKERED_SAN_SKIP-}
-san_skip=" ${BROKERED_SAN_SKIP-t0200-tools-workspace t0210-tools-outside t0402-escape-dotdot-magic t0405-escape-fd-meta t0720-claude-code t0370-store-kept t0910-install-docs t0920-completions} "
+san_skip=" ${BROKERED_SAN_SKIP-t0200-tools-workspace t0210-tools-outside t0401-escape-symlink t0402-escape-dotdot-magic t0403-escape-link-rename t0405-escape-fd-meta t0720-claude-code t0370-store-kept t0910-install-docs t0920-completions} "
 # Scripts that never run the sandbox run once, as root: the unprivileged user adds nothing there.
 root_only=" ${BROKERED_ROOT_ONLY-t0920-completions t0940-debian-package} "
-# Scripts that run once more as root with sandbox.readOnlyMounts (the release build): the tool
-# matrix, names and paths, sockets, signals, the store's random turns, git, the syscalls that
-# differed from native, the escapes through .. and magic links.
-ro_mounts_too=" ${BROKERED_RO_MOUNTS_TOO-t0100-run-basics t0110-run-signals t0200-tools-workspace t0220-names-paths t0300-store-random t0402-escape-dotdot-magic t0800-net-unix t1000-git-flows t1100-transparency-syscalls} "
+# Scripts that run once more as root with sandbox.readOnlyMounts (the release build): names and
+# paths, sockets, signals, the store's random turns, git, the syscalls that differed from native,
+# the escapes through .. and magic links (t0412 tests the mode itself).
+ro_mounts_too=" ${BROKERED_RO_MOUNTS_TOO-t0100-run-basics t0110-run-signals t0220-names-paths t0300-store-random t0402-escape-dotdot-magic t0800-net-unix t1000-git-flows t1100-transparency-syscalls} "
 # and these with sandbox.copyOnWrite: the store's scripts whose checks are about the files and the
 # turns (not the audit log's syscalls, which that mode logs as merged changes)
 cow_too=" ${BROKERED_COW_TOO-t0300-store-random t0320-store-cli t0340-store-settings t0350-store-full} "
