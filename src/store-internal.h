@@ -121,6 +121,8 @@ int store_manifest_foreach_at(int dirfd, const char *name, store_record_fn fn, v
 
 /* store.c: directories, small files, the path set */
 int store_mkdir_0700_at(int dirfd, const char *name);
+/* ... and every missing directory on the way to it (relative to dirfd, or absolute) */
+int store_mkdir_p_0700_at(int dirfd, const char *path);
 int store_open_dir_at(int dirfd, const char *name);
 int64_t store_now_ns(void);
 int store_random_name(const char *prefix, char **ret);

@@ -275,9 +275,7 @@ static int file_tree_dir(struct store_turn *t, const char *dir)
 			return r;
 		snprintf(p, sizeof p, "trees/%s", id);
 		/* the mark first: a turn killed after its first move is looked at */
-		if ((r = store_kept_mark(t)) < 0 ||
-		    ((r = store_mkdir_0700_at(t->dir_fd, "trees")) < 0 && r != -EEXIST) ||
-		    (r = store_mkdir_0700_at(t->dir_fd, p)) < 0)
+		if ((r = store_kept_mark(t)) < 0 || (r = store_mkdir_p_0700_at(t->dir_fd, p)) < 0)
 			return r;
 		if ((t->file_tree_fd = store_open_dir_at(t->dir_fd, p)) < 0)
 			return t->file_tree_fd;
@@ -286,28 +284,15 @@ static int file_tree_dir(struct store_turn *t, const char *dir)
 	free(t->file_tree_dir);
 	t->file_tree_dir = NULL;
 	t->file_tree_dir_fd = safe_close(t->file_tree_dir_fd);
-	/* the whole path at once where it is there already, else a directory at a time */
+	/* one open where the directory is there already, else made first */
 	const char *rel = dir[0] ? dir + 1 : ".";
-	int fd = openat(t->file_tree_fd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 && errno == ENOENT) {
-		_cleanup_free_ char *copy = strdup(rel);
-		if (!copy)
-			return -ENOMEM;
-		fd = fcntl(t->file_tree_fd, F_DUPFD_CLOEXEC, 3);
-		for (char *c = copy, *next; fd >= 0 && c && *c; c = next) {
-			if ((next = strchr(c, '/')))
-				*next++ = '\0';
-			if ((r = store_mkdir_0700_at(fd, c)) < 0 && r != -EEXIST) {
-				safe_close(fd);
-				return r;
-			}
-			int nfd = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			safe_close(fd);
-			fd = nfd;
-		}
-	}
+	int fd = store_open_dir_at(t->file_tree_fd, rel);
+	if (fd == -ENOENT && (r = store_mkdir_p_0700_at(t->file_tree_fd, rel)) < 0)
+		return r;
+	if (fd == -ENOENT)
+		fd = store_open_dir_at(t->file_tree_fd, rel);
 	if (fd < 0)
-		return negative_errno();
+		return fd;
 	if (!(t->file_tree_dir = strdup(dir))) {
 		safe_close(fd);
 		return -ENOMEM;
@@ -386,18 +371,15 @@ int store_unkeep_file(struct store_turn *t, int dirfd, const char *name)
 		   : 0;
 }
 
-/* The files below dir_fd (rel: their path without the leading '/') with no record in seen. */
-static int recover_dir(int dir_fd, const char *tree, struct strbuf *rel,
+/* The files below at/name (rel: its path, "" for the tree's root) with no record in seen. */
+static int recover_dir(int at, const char *name, const char *tree, struct strbuf *rel,
 		       const struct path_set *seen, struct strbuf *out, unsigned depth)
 {
 	if (depth > PATH_MAX / 2)
 		return -ELOOP;
-	int fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
-	DIR *d = fd < 0 ? NULL : fdopendir(fd);
-	if (!d) {
-		safe_close(fd);
+	DIR *d = opendir_at(at, name);
+	if (!d)
 		return negative_errno();
-	}
 	size_t len = rel->len;
 	int r = 0;
 	for (struct dirent *de; r >= 0 && (errno = 0, de = readdir(d));) {
@@ -410,8 +392,7 @@ static int recover_dir(int dir_fd, const char *tree, struct strbuf *rel,
 		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 			r = errno == ENOENT ? 0 : negative_errno();
 		} else if (S_ISDIR(st.st_mode)) {
-			_cleanup_close_ int sub = store_open_dir_at(dirfd(d), de->d_name);
-			r = sub < 0 ? sub : recover_dir(sub, tree, rel, seen, out, depth + 1);
+			r = recover_dir(dirfd(d), de->d_name, tree, rel, seen, out, depth + 1);
 		} else if (S_ISREG(st.st_mode) && !store_set_contains(seen, rel->buf)) {
 			struct store_record rec = {.path = rel->buf, .tree = (char *)tree};
 			store_record_from_stat(&rec, &st);
@@ -430,26 +411,17 @@ static int recover_dir(int dir_fd, const char *tree, struct strbuf *rel,
 
 int store_file_trees_recover(int turn_fd, const struct path_set *seen, int manifest_fd)
 {
-	_cleanup_close_ int trees = store_open_dir_at(turn_fd, "trees");
-	if (trees == -ENOENT)
-		return 0;
-	if (trees < 0)
-		return trees;
-	int fd = fcntl(trees, F_DUPFD_CLOEXEC, 3);
-	DIR *d = fd < 0 ? NULL : fdopendir(fd);
-	if (!d) {
-		safe_close(fd);
-		return negative_errno();
-	}
+	DIR *d = opendir_at(turn_fd, "trees");
+	if (!d)
+		return errno == ENOENT ? 0 : negative_errno();
 	struct strbuf rel = STRBUF_INIT, out = STRBUF_INIT;
 	int r = 0;
 	for (struct dirent *de; r >= 0 && (errno = 0, de = readdir(d));) {
 		/* the trees of files kept by a move (those kept whole were recorded first) */
 		if (de->d_name[0] != 'f' || !store_id_valid(de->d_name))
 			continue;
-		_cleanup_close_ int tfd = store_open_dir_at(trees, de->d_name);
 		strbuf_reset(&rel);
-		r = tfd < 0 ? tfd : recover_dir(tfd, de->d_name, &rel, seen, &out, 0);
+		r = recover_dir(dirfd(d), de->d_name, de->d_name, &rel, seen, &out, 0);
 	}
 	if (r >= 0 && errno)
 		r = negative_errno();

@@ -50,7 +50,7 @@ int store_mkdir_0700_at(int dirfd, const char *name)
 	return 1;
 }
 
-static int mkdir_p_0700(const char *path)
+int store_mkdir_p_0700_at(int dirfd, const char *path)
 {
 	struct strbuf sb = STRBUF_INIT;
 	int r = strbuf_appends(&sb, path);
@@ -59,7 +59,7 @@ static int mkdir_p_0700(const char *path)
 			continue;
 		char c = sb.buf[i];
 		sb.buf[i] = '\0';
-		r = store_mkdir_0700_at(AT_FDCWD, sb.buf);
+		r = store_mkdir_0700_at(dirfd, sb.buf);
 		sb.buf[i] = c;
 	}
 	strbuf_free(&sb);
@@ -82,7 +82,7 @@ int store_state_dir(char **ret)
 	if (r >= 0)
 		r = strbuf_appends(&sb, "/brokered");
 	if (r >= 0)
-		r = mkdir_p_0700(sb.buf);
+		r = store_mkdir_p_0700_at(AT_FDCWD, sb.buf);
 	if (r < 0) {
 		strbuf_free(&sb);
 		return r;
@@ -447,7 +447,7 @@ static int open_subdir(int dirfd, const char *name, int *ret)
 static int store_open_dirs(struct store *s, const char *state_dir)
 {
 	_cleanup_close_ int state_fd = -1, sessions_fd = -1;
-	int r = mkdir_p_0700(state_dir);
+	int r = store_mkdir_p_0700_at(AT_FDCWD, state_dir);
 	if (r < 0)
 		return r;
 	if ((state_fd = store_open_dir_at(AT_FDCWD, state_dir)) < 0)
