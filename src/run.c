@@ -768,6 +768,7 @@ struct attempt {
 	bool started;
 	struct broker_merge_result merge; /* sandbox.copyOnWrite */
 	bool merge_failed;
+	bool sync_asked; /* copy-on-write: the command asked for a sync the overlay skipped */
 };
 
 static void attempt_done(struct attempt *a)
@@ -900,6 +901,18 @@ static void cow_merge(const struct run_ctx *c, struct attempt *a, char **dir)
 	_cleanup_close_ int fd = open(upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	int r = fd < 0 ? negative_errno() : broker_merge(a->broker, fd, &a->merge);
 	phase("copy-on-write merge");
+	/* The overlay was volatile: what the command synced is on disk once it is in the
+	 * workspace (the upper layer is on the workspace's file system). Not synced otherwise, as a
+	 * native run would not be. */
+	if (a->sync_asked && fd >= 0) {
+		if (syncfs(fd) < 0) {
+			log_error_errno(
+			    errno, "The command asked for its changes to be synced to disk, and "
+				   "syncing the workspace's file system failed: %m");
+			a->merge_failed = true;
+		}
+		phase("synced (the command asked for it)");
+	}
 	if (r < 0) {
 		log_error_errno(r,
 				"Failed to merge some of the command's changes into the workspace "
@@ -976,7 +989,7 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 		  (unsigned long)SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP) < 0)
 		log_debug_errno(errno, "Failed to set SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: %m");
 
-	if ((r = supervisor_new(rs.listener, a->broker, &sv)) < 0) {
+	if ((r = supervisor_new(rs.listener, a->broker, c->cow, &sv)) < 0) {
 		log_error_errno(r, "Failed to start the supervisor: %m");
 		kill(rs.child, SIGKILL);
 	} else if (supervise(&rs, sv, ipc, c->audit, sfd) < 0) {
@@ -987,6 +1000,7 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 		;
 	safe_close(rs.listener);
 	a->exit_status = rs.child_done ? status_to_exit(rs.child_status) : RUN_EXIT_FAILURE;
+	a->sync_asked = sv && supervisor_sync_asked(sv);
 	phase("command exited");
 	if (cow_dir)
 		cow_merge(c, a, &cow_dir);

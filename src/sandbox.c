@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -268,6 +269,30 @@ static int notify_masked(struct filter *ctx, int nr, int argno, uint64_t mask)
 	return 0;
 }
 
+/*
+ * Copy-on-write: the kernel performs every file change (on the overlay, or EROFS); access(W_OK)
+ * is the overlay's own answer. What the supervisor still sees of the file calls are the
+ * synchronous ones a volatile overlay may skip: the rows of their own (fsync & co., pwritev2 with
+ * RWF_DSYNC or RWF_SYNC), an open with O_DSYNC (O_SYNC has it; 6.18's overlay still syncs
+ * such writes through its real file, older ones dropped the flag) and openat2 (its flags are in
+ * memory).
+ */
+static int build_cow_notify_rule(struct filter *ctx, const struct syscall_row *row, int nr)
+{
+	if (row->op == SYSCALL_OP_ACCESS)
+		return 0;
+	if (row->notify == SYSCALL_NOTIFY_COW_SYNC) {
+		int at = syscall_row_arg(row, SYSCALL_ARG_RW_FLAGS);
+		return at >= 0 ? notify_masked(ctx, nr, at, RWF_DSYNC | RWF_SYNC) : notify(ctx, nr);
+	}
+	if (row->op >= BROKER_OP_CONNECT)
+		return -ENOENT; /* chroot and the sockets: as in the other modes */
+	if (syscall_row_arg(row, SYSCALL_ARG_OPEN_HOW) >= 0)
+		return notify(ctx, nr);
+	int at = syscall_row_arg(row, SYSCALL_ARG_OPEN_FLAGS);
+	return at >= 0 ? notify_masked(ctx, nr, at, SYSCALL_OPEN_SYNC_FLAG) : 0;
+}
+
 /* Every syscall of the table (syscall-table.h) that this architecture has, under its row's
  * condition: the decoder reads the same rows. */
 static int build_notify_rules(struct filter *ctx, enum sandbox_mounts mounts)
@@ -278,11 +303,15 @@ static int build_notify_rules(struct filter *ctx, enum sandbox_mounts mounts)
 		int nr = syscall_row_nr(row), r = 0;
 		if (nr < 0)
 			continue;
-		/* Copy-on-write: the kernel performs every file change (on the overlay, or EROFS);
-		 * access(W_OK) is the overlay's own answer. chroot and the sockets stay. */
-		if (mounts == SANDBOX_MOUNTS_COPY_ON_WRITE &&
-		    (row->op < BROKER_OP_CONNECT || row->op == SYSCALL_OP_ACCESS))
-			continue;
+		if (mounts == SANDBOX_MOUNTS_COPY_ON_WRITE) {
+			r = build_cow_notify_rule(ctx, row, nr);
+			if (r != -ENOENT) {
+				if (r < 0)
+					return r;
+				continue;
+			}
+			r = 0;
+		}
 		switch (row->notify) {
 		case SYSCALL_NOTIFY_ALWAYS:
 			r = notify(ctx, nr);
@@ -322,6 +351,8 @@ static int build_notify_rules(struct filter *ctx, enum sandbox_mounts mounts)
 			r = rule(ctx, FILTER_NOTIFY, nr, 1, &c);
 			break;
 		}
+		case SYSCALL_NOTIFY_COW_SYNC:
+			break; /* the overlay's alone */
 		}
 		if (r < 0)
 			return r;
@@ -529,11 +560,18 @@ int sandbox_read_only_mounts(const char *scratch_dir)
 	return read_only_but(&scratch_dir, 1);
 }
 
-/* An overlay superblock (fsopen) over lower with this upper and work dir, every layer given as
+/*
+ * An overlay superblock (fsopen) over lower with this upper and work dir, every layer given as
  * one literal path ("lowerdir+": no escaping of ':' or ','); renamed directories recorded as
  * redirects (redirect_dir: the merge follows them), and the features off whose on-disk forms the
- * merge does not read: metadata-only copies (metacopy), the inode index (index). Returns the fs
- * context fd, or -errno. */
+ * merge does not read: metadata-only copies (metacopy), the inode index (index).
+ *
+ * Volatile: the overlay never syncs its upper layer. Without it, the unmount when the command's
+ * namespace goes syncs the whole upper file system, writing back every file the command wrote
+ * (dd of 256 MiB: 0.3-1 s against native 0.06 s). The upper layer is a scratch copy that the
+ * merge empties; a command that asked for a sync (the filter notifies those) gets one syncfs of
+ * the workspace's file system after the merge (run.c). Returns the fs context fd, or -errno.
+ */
 static int overlay_context(const char *lower, const char *upper, const char *work)
 {
 	int fs = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
@@ -549,6 +587,8 @@ static int overlay_context(const char *lower, const char *upper, const char *wor
 		if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, off[i], "off", 0) < 0)
 			r = negative_errno();
 	if (r >= 0 && syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "redirect_dir", "on", 0) < 0)
+		r = negative_errno();
+	if (r >= 0 && syscall(SYS_fsconfig, fs, FSCONFIG_SET_FLAG, "volatile", NULL, 0) < 0)
 		r = negative_errno();
 	if (r >= 0 && syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
 		r = negative_errno();
@@ -610,7 +650,8 @@ bool sandbox_has_overlay(void)
 		return false;
 	bool ok = syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "redirect_dir", "on", 0) == 0 &&
 		  syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "metacopy", "off", 0) == 0 &&
-		  syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "index", "off", 0) == 0;
+		  syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "index", "off", 0) == 0 &&
+		  syscall(SYS_fsconfig, fs, FSCONFIG_SET_FLAG, "volatile", NULL, 0) == 0;
 	close(fs);
 	return ok;
 }

@@ -68,6 +68,8 @@ struct supervisor {
 	struct seccomp_notif *req;
 	struct seccomp_notif_resp *resp;
 	struct syscall_buffers *args; /* the decoder's copies of the target's memory */
+	bool copy_on_write;
+	bool sync_asked; /* copy-on-write: a sync the overlay skipped */
 };
 
 static void respond(struct supervisor *s, uint64_t id, int64_t val, int32_t err, uint32_t flags);
@@ -77,13 +79,19 @@ static void fifo_cancel_handler(int sig)
 {
 }
 
-int supervisor_new(int listener_fd, struct broker *b, struct supervisor **ret)
+bool supervisor_sync_asked(const struct supervisor *s)
+{
+	return s->sync_asked;
+}
+
+int supervisor_new(int listener_fd, struct broker *b, bool copy_on_write, struct supervisor **ret)
 {
 	struct supervisor *s = calloc(1, sizeof *s);
 	if (!s)
 		return -ENOMEM;
 	s->listener = listener_fd;
 	s->broker = b;
+	s->copy_on_write = copy_on_write;
 	s->waits_ep = epoll_create1(EPOLL_CLOEXEC);
 	if (s->waits_ep < 0 || pipe2(s->waits_pipe, O_CLOEXEC | O_NONBLOCK) < 0 ||
 	    epoll_ctl(s->waits_ep, EPOLL_CTL_ADD, s->waits_pipe[0],
@@ -341,6 +349,16 @@ struct pending_notif {
 static int handle(struct supervisor *s, uint64_t id, pid_t tid, const struct seccomp_data *data,
 		  bool batch)
 {
+	if (s->copy_on_write) {
+		/* A file call is notified only when it syncs: the kernel does the rest (the
+		 * overlay, or EROFS). */
+		const struct syscall_row *row = syscall_table_find(data->nr);
+		if (row && (row->op < BROKER_OP_CONNECT || row->op == SYSCALL_OP_SYNC)) {
+			s->sync_asked = true;
+			respond(s, id, 0, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE);
+			return 0;
+		}
+	}
 	struct broker_req q;
 	int r = syscall_decode(s->args, data, tid, &q);
 	if (r == SYSCALL_DECODE_CHROOT)

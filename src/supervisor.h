@@ -6,10 +6,17 @@
  */
 #pragma once
 
+#include <stdbool.h>
+
 struct broker;
 struct supervisor;
 
-int supervisor_new(int listener_fd, struct broker *b, struct supervisor **ret);
+/* copy_on_write: the filter was built for sandbox.copyOnWrite; the file calls it notifies are
+ * the synchronous ones (sandbox.c), which run in the kernel once noted. */
+int supervisor_new(int listener_fd, struct broker *b, bool copy_on_write, struct supervisor **ret);
+/* Copy-on-write: whether the command asked for a sync (fsync, O_DSYNC, ...) that the volatile
+ * overlay skipped; the workspace's file system is then synced after the merge. */
+bool supervisor_sync_asked(const struct supervisor *s);
 void supervisor_free(struct supervisor *s);
 /* Receive and answer one notification (the listener was readable). Failures inside a
  * notification become that syscall's error; only a broken listener is returned (-errno). */

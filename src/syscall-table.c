@@ -113,6 +113,14 @@ const struct syscall_row syscall_table[] = {
      .notify = SYSCALL_NOTIFY_RO_WRITE_ACCESS},
     {ROW(faccessat2, 439, 439, SYSCALL_OP_ACCESS), ARGS(DIRFD, PATH_OR_EMPTY, ACCESS_MODE, FLAGS),
      .valid_flags = AT_EACCESS | AT_PATH_FLAGS, .notify = SYSCALL_NOTIFY_RO_WRITE_ACCESS},
+    /* copy-on-write: syncs the volatile overlay skips (the merge flushes once at its end) */
+    {ROW(fsync, 74, 82, SYSCALL_OP_SYNC), ARGS(FD), .notify = SYSCALL_NOTIFY_COW_SYNC},
+    {ROW(fdatasync, 75, 83, SYSCALL_OP_SYNC), ARGS(FD), .notify = SYSCALL_NOTIFY_COW_SYNC},
+    {ROW(syncfs, 306, 267, SYSCALL_OP_SYNC), ARGS(FD), .notify = SYSCALL_NOTIFY_COW_SYNC},
+    {ROW(pwritev2, 328, 287, SYSCALL_OP_SYNC), ARGS(FD, NONE, NONE, NONE, NONE, RW_FLAGS),
+     .notify = SYSCALL_NOTIFY_COW_SYNC},
+    /* Linux AIO: IOCB_CMD_FSYNC, RWF_DSYNC in an iocb (memory the filter cannot read) */
+    {ROW(io_submit, 209, 2, SYSCALL_OP_SYNC), ARGS(NONE), .notify = SYSCALL_NOTIFY_COW_SYNC},
     /* sockets (DESIGN section 12): the address is in memory, the broker decides on it */
     {ROW(connect, 42, 203, BROKER_OP_CONNECT), ARGS(FD, SOCKADDR, SOCKLEN)},
     {ROW(bind, 49, 200, BROKER_OP_BIND), ARGS(FD, SOCKADDR, SOCKLEN)},
@@ -484,6 +492,8 @@ int syscall_decode(struct syscall_buffers *b, const struct seccomp_data *data, p
 	int r = check_flags(&d);
 	if (r < 0)
 		return r;
+	if (row->op == SYSCALL_OP_SYNC)
+		return SYSCALL_DECODE_CONTINUE; /* the kernel syncs (copy-on-write: noted first) */
 	if (has(&d, SYSCALL_ARG_OPEN_HOW) && (r = read_open_how(&d)) != 0)
 		return r;
 	if (has(&d, SYSCALL_ARG_VLEN) && (uint32_t)arg(&d, SYSCALL_ARG_VLEN) == 0)

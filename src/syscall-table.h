@@ -55,6 +55,7 @@ enum syscall_arg {
 	SYSCALL_ARG_VLEN,   /* sendmmsg: how many messages (0: nothing is sent) */
 	SYSCALL_ARG_MSG_FLAGS,
 	SYSCALL_ARG_ACCESS_MODE, /* access: R_OK | W_OK | X_OK, or F_OK */
+	SYSCALL_ARG_RW_FLAGS,	 /* pwritev2: RWF_* flags */
 	_SYSCALL_ARG_MAX,
 };
 
@@ -71,11 +72,20 @@ enum syscall_notify {
 	/* ... and a read-only mount would answer EROFS to access(W_OK): the broker answers it as
 	 * the file's own mount would. Not notified without read-only mounts. */
 	SYSCALL_NOTIFY_RO_WRITE_ACCESS, /* ACCESS_MODE has W_OK */
+	/* With copy-on-write (sandbox.copyOnWrite) the overlay skips every sync of its upper layer
+	 * (it is volatile); the supervisor notes that the command asked for one, and the merge
+	 * flushes the workspace's file system at its end. Not notified in the other modes. */
+	SYSCALL_NOTIFY_COW_SYNC, /* always, or with RW_FLAGS: when they have RWF_DSYNC/RWF_SYNC */
 };
 
-/* Not broker operations: chroot("/") and access() are answered by the supervisor itself. */
+/* Not broker operations: chroot("/") and access() are answered by the supervisor itself; a
+ * sync is noted by it (copy-on-write) and runs in the kernel. */
 #define SYSCALL_OP_CHROOT _BROKER_OP_MAX
 #define SYSCALL_OP_ACCESS (_BROKER_OP_MAX + 1)
+#define SYSCALL_OP_SYNC	  (_BROKER_OP_MAX + 2)
+
+/* The open flag that makes writes synchronous: O_SYNC is O_DSYNC and a bit of its own. */
+#define SYSCALL_OPEN_SYNC_FLAG O_DSYNC
 
 /* Open flags that write, create or truncate (O_TMPFILE: the bit of its own, not O_DIRECTORY). */
 #define SYSCALL_OPEN_WRITE_FLAGS (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | 020000000)
@@ -83,7 +93,7 @@ enum syscall_notify {
 struct syscall_row {
 	const char *name;
 	int nr_x86_64, nr_aarch64; /* -1: the architecture has no such syscall */
-	enum broker_op op;	   /* or SYSCALL_OP_CHROOT, SYSCALL_OP_ACCESS */
+	enum broker_op op;	   /* or SYSCALL_OP_CHROOT, SYSCALL_OP_ACCESS, SYSCALL_OP_SYNC */
 	enum syscall_notify notify;
 	enum syscall_arg args[6];
 	uint64_t valid_flags; /* FLAGS may hold only these: EINVAL otherwise */

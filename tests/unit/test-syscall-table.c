@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <utime.h>
@@ -92,8 +93,10 @@ static void shapes(void)
 		if (row->notify == SYSCALL_NOTIFY_SOCKADDR)
 			ok(syscall_row_arg(row, SYSCALL_ARG_SOCKADDR) >= 0,
 			   "%s: notified on an address it has", row->name);
-		ok(row->op <= SYSCALL_OP_ACCESS && row->name && *row->name, "%s: op and name",
+		ok(row->op <= SYSCALL_OP_SYNC && row->name && *row->name, "%s: op and name",
 		   row->name);
+		ok((row->op == SYSCALL_OP_SYNC) == (row->notify == SYSCALL_NOTIFY_COW_SYNC),
+		   "%s: a sync iff notified for copy-on-write only", row->name);
 		if (row->notify == SYSCALL_NOTIFY_PATH_UNLESS_RO)
 			ok(syscall_row_arg(row, SYSCALL_ARG_PATH_OR_FD) >= 0,
 			   "%s: notified on a path it has", row->name);
@@ -229,7 +232,8 @@ static bool notified_all(const struct syscall_row *row, bool ro)
 {
 	bool setid_only = row && syscall_row_arg(row, SYSCALL_ARG_PERM) >= 0; /* fchmod */
 	return row && !(ro && row->notify == SYSCALL_NOTIFY_UNLESS_RO && !setid_only) &&
-	       !(!ro && row->notify == SYSCALL_NOTIFY_RO_WRITE_ACCESS);
+	       !(!ro && row->notify == SYSCALL_NOTIFY_RO_WRITE_ACCESS) &&
+	       row->notify != SYSCALL_NOTIFY_COW_SYNC;
 }
 
 static bool notified_none(const struct syscall_row *row, bool ro)
@@ -269,7 +273,8 @@ static void filter(bool restrict_ip, bool ro)
 	for (size_t i = 0; i < syscall_table_size; i++) {
 		const struct syscall_row *row = &syscall_table[i];
 		int nr = syscall_row_nr(row);
-		if (nr < 0 || row->notify == SYSCALL_NOTIFY_ALWAYS)
+		if (nr < 0 || row->notify == SYSCALL_NOTIFY_ALWAYS ||
+		    row->notify == SYSCALL_NOTIFY_COW_SYNC /* never: see above */)
 			continue;
 		if (row->notify == SYSCALL_NOTIFY_UNLESS_RO) {
 			int at = syscall_row_arg(row, SYSCALL_ARG_PERM);
@@ -317,34 +322,67 @@ static void filter(bool restrict_ip, bool ro)
 }
 
 /* sandbox.copyOnWrite: the kernel performs every file change on the overlay (or refuses it with
- * EROFS); only chroot and the socket calls with an address still go to the broker. */
+ * EROFS); only chroot and the socket calls with an address still go to the broker, and the
+ * supervisor sees the synchronous calls the volatile overlay would not sync. */
 static void filter_copy_on_write(bool restrict_ip)
 {
 	struct sock_fprog prog = {0};
 	int r = sandbox_build_filter(&prog, restrict_ip, SANDBOX_MOUNTS_COPY_ON_WRITE);
 	if (!ok(r == 0, "copy-on-write filter (restrict_ip=%d) built", restrict_ip))
 		return;
-	int wrong = 0, sockets = 0;
+	int wrong = 0, sockets = 0, syncs = 0;
 	for (int nr = 0; nr < BROKERED_NR_FUTURE_LIMIT; nr++) {
 		const struct syscall_row *row = syscall_table_find(nr);
 		bool all = notifies(run(&prog, nr, ~UINT64_C(0), -1, 0));
 		bool none = notifies(run(&prog, nr, 0, -1, 0));
-		bool want_all = row &&
-				(row->op == SYSCALL_OP_CHROOT || row->op >= BROKER_OP_CONNECT) &&
-				row->op != SYSCALL_OP_ACCESS;
-		bool want_none = want_all && row->notify == SYSCALL_NOTIFY_ALWAYS;
+		bool file = row && row->op < BROKER_OP_CONNECT;
+		bool opens = file && (syscall_row_arg(row, SYSCALL_ARG_OPEN_FLAGS) >= 0 ||
+				      syscall_row_arg(row, SYSCALL_ARG_OPEN_HOW) >= 0);
+		bool want_all = row && row->op != SYSCALL_OP_ACCESS && (!file || opens);
+		bool want_none =
+		    want_all && (row->notify == SYSCALL_NOTIFY_ALWAYS
+				     ? !file || syscall_row_arg(row, SYSCALL_ARG_OPEN_HOW) >= 0
+				     : row->notify == SYSCALL_NOTIFY_COW_SYNC &&
+					   syscall_row_arg(row, SYSCALL_ARG_RW_FLAGS) < 0);
 		if (all != want_all || none != want_none) {
 			wrong++;
 			printf("# copy-on-write: nr %d (%s) all=%d none=%d\n", nr,
 			       row ? row->name : "not in the table", all, none);
 		}
-		sockets += want_all && row->op != SYSCALL_OP_CHROOT;
+		sockets += want_all && row->op >= BROKER_OP_CONNECT && row->op < _BROKER_OP_MAX;
+		syncs += want_all && row->op == SYSCALL_OP_SYNC;
 	}
 	is_int(wrong, 0,
-	       "copy-on-write (restrict_ip=%d): no file operation is notified; chroot and "
-	       "the socket calls are, as their rows say",
+	       "copy-on-write (restrict_ip=%d): no file change is notified; chroot, the socket "
+	       "calls and the syncs are, as their rows say",
 	       restrict_ip);
 	ok(sockets >= 4, "copy-on-write: the socket calls are in the filter (%d)", sockets);
+	ok(syncs >= 5, "copy-on-write: fsync & co. are in the filter (%d)", syncs);
+	/* The conditions, one bit at a time. */
+	uint64_t not_sync = ~(uint64_t)SYSCALL_OPEN_SYNC_FLAG & 0xffffffffu;
+	for (size_t i = 0; i < syscall_table_size; i++) {
+		const struct syscall_row *row = &syscall_table[i];
+		int nr = syscall_row_nr(row), at;
+		if (nr < 0)
+			continue;
+		if ((at = syscall_row_arg(row, SYSCALL_ARG_OPEN_FLAGS)) >= 0 &&
+		    row->op < BROKER_OP_CONNECT)
+			ok(notifies(run(&prog, nr, 0, at, O_WRONLY | O_DSYNC)) &&
+			       notifies(run(&prog, nr, 0, at, O_RDONLY | O_SYNC)) &&
+			       !notifies(run(&prog, nr, ~UINT64_C(0), at, not_sync)),
+			   "copy-on-write: %s with O_DSYNC or O_SYNC notified, with any other flag "
+			   "not",
+			   row->name);
+		if ((at = syscall_row_arg(row, SYSCALL_ARG_RW_FLAGS)) >= 0)
+			ok(notifies(run(&prog, nr, 0, at, RWF_DSYNC)) &&
+			       notifies(run(&prog, nr, 0, at, RWF_SYNC)) &&
+			       !notifies(run(&prog, nr, ~UINT64_C(0), at,
+					     ~(uint64_t)(RWF_DSYNC | RWF_SYNC))),
+			   "copy-on-write: %s with RWF_DSYNC or RWF_SYNC notified, with other "
+			   "flags "
+			   "not",
+			   row->name);
+	}
 	free(prog.filter);
 }
 
@@ -708,6 +746,7 @@ static void decode_rows(void)
 		is_int(r,
 		       row->op == SYSCALL_OP_CHROOT   ? SYSCALL_DECODE_CHROOT
 		       : row->op == SYSCALL_OP_ACCESS ? SYSCALL_DECODE_ACCESS
+		       : row->op == SYSCALL_OP_SYNC   ? SYSCALL_DECODE_CONTINUE
 						      : 0,
 		       "decode %s", row->name);
 		is_int(differences(row, &q), 0, "decode %s: the request holds its arguments",
