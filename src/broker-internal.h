@@ -137,7 +137,9 @@ int broker_check_git_guard(struct broker_call *c, const char *real, enum git_gua
  */
 int broker_before_change(struct broker_call *c, int parent_fd, const char *name, const char *real,
 			 unsigned flags);
-/* The same for a name the caller has just looked at (st: its lstat(), NULL: absent). */
+/* The same for a name the caller has just looked at (st: its lstat(), NULL: absent). With
+ * STORE_REPLACE | STORE_MOVE, a regular file may go into the store itself (the copy-on-write
+ * merge): 1, and parent_fd/name is free (broker_unkeep_file() puts it back). */
 int broker_before_change_st(struct broker_call *c, int parent_fd, const char *name,
 			    const char *real, const struct stat *st, unsigned flags);
 /* A directory about to be removed with all it holds, kept whole by the store (store_keep_tree(),
@@ -147,12 +149,8 @@ struct store_record;
 int broker_keep_tree(struct broker *b, int parent_fd, const char *name, const char *real,
 		     const struct stat *st, struct store_tree_opts *o, struct store_record **ret,
 		     size_t *ret_n);
-/* The pre-image of a regular file that the copy-on-write merge replaces: the file itself moved
- * into the store where it can be (store_keep_file()), else kept as broker_before_change_st() keeps
- * it. 1: moved (parent_fd/name is free; broker_unkeep_file() puts it back if the change fails),
- * 0: kept the other way, -errno. */
-int broker_replace_keep(struct broker_call *c, int parent_fd, const char *name, const char *real,
-			const struct stat *st);
+/* A file broker_before_change_st(..., STORE_REPLACE | STORE_MOVE) moved into the store back in
+ * its place (the change did not happen). */
 int broker_unkeep_file(struct broker *b, int parent_fd, const char *name);
 /* The same for a name resolve_path() has just looked at: the store need not look again. */
 int broker_before_change_res(struct broker_call *c, const struct resolved *res, unsigned flags);

@@ -228,12 +228,12 @@ static int decide_make(struct merge *m, int ws_fd, const char *name, const char 
 	c.log.decision = d;
 	c.log.reason = reason;
 	int r = refused(d) ? -EACCES : broker_check_git_guard(&c, real, make_kind(ust->st_mode));
-	if (r >= 0 && record && moved && wst && S_ISREG(wst->st_mode)) {
-		r = broker_replace_keep(&c, ws_fd, name, real, wst);
-		*moved = r > 0;
+	if (r >= 0 && record) {
+		unsigned f = !wst ? 0 : moved ? STORE_REPLACE | STORE_MOVE : STORE_REPLACE;
+		r = broker_before_change_st(&c, ws_fd, name, real, wst, f);
+		if (moved)
+			*moved = r > 0;
 		r = MIN(r, 0);
-	} else if (r >= 0 && record) {
-		r = broker_before_change_st(&c, ws_fd, name, real, wst, wst ? STORE_REPLACE : 0);
 	}
 	broker_log_op(&c, r);
 	broker_call_end(&c);

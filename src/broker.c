@@ -405,7 +405,8 @@ static bool is_volatile(struct broker *b, int parent_fd, dev_t dev)
 /*
  * broker_before_change() (broker-internal.h): st is the name's lstat() just taken by the caller,
  * or NULL with STORE_ABSENT in flags, or NULL (the store looks); dev the parent's st_dev, or 0.
- * The name is never consumed by the store (a removal is the caller's, after the record).
+ * The name is consumed by the store only with STORE_MOVE (1: the file is in the store now, its
+ * record needs no flush); a removal is the caller's, after the record.
  */
 static int before_change(struct broker_call *c, int parent_fd, const char *name, const char *real,
 			 const struct stat *st, dev_t dev, unsigned flags)
@@ -422,7 +423,10 @@ static int before_change(struct broker_call *c, int parent_fd, const char *name,
 		return 0;
 	}
 	enum store_result res = STORE_RESULT_DISABLED;
-	int r = store_preimage_stat(b->turn, parent_fd, name, real, st, flags, &res, NULL);
+	bool consumed = false;
+	if ((flags & STORE_MOVE) && is_volatile(b, parent_fd, dev))
+		flags |= STORE_VOLATILE;
+	int r = store_preimage_stat(b->turn, parent_fd, name, real, st, flags, &res, &consumed);
 	if (r < 0) {
 		l->backup = "failed";
 		/* An oversize file under deny_oversize is a refusal, not an I/O error. */
@@ -432,6 +436,8 @@ static int before_change(struct broker_call *c, int parent_fd, const char *name,
 	switch (res) {
 	case STORE_RESULT_SAVED:
 		b->stats.backups_saved++;
+		if (consumed)
+			return 1;
 		if (b->batch && !is_volatile(b, parent_fd, dev)) {
 			b->batch_dirty = true;
 			return -EINPROGRESS; /* recorded; flushed with the batch, then done again */
@@ -501,27 +507,6 @@ int broker_keep_tree(struct broker *b, int parent_fd, const char *name, const ch
 		b->flushed |= o->durable;
 	}
 	return r;
-}
-
-int broker_replace_keep(struct broker_call *c, int parent_fd, const char *name, const char *real,
-			const struct stat *st)
-{
-	struct broker *b = c->b;
-	if (b->turn && b->cfg.backup_enabled && !broker_is_shm(b, real)) {
-		int r = store_keep_file(b->turn, parent_fd, name, real, st,
-					!is_volatile(b, parent_fd, st->st_dev));
-		if (r < 0) {
-			c->log.backup = "failed";
-			return r;
-		}
-		if (r > 0) {
-			c->log.backup = "saved";
-			c->log.absent = false;
-			b->stats.backups_saved++;
-			return 1;
-		}
-	}
-	return broker_before_change_st(c, parent_fd, name, real, st, STORE_REPLACE);
 }
 
 int broker_unkeep_file(struct broker *b, int parent_fd, const char *name)

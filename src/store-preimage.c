@@ -117,8 +117,7 @@ int store_readlink_at(int dirfd, const char *name, size_t hint, char **ret)
 }
 
 static int preimage_file(struct store_turn *t, int dirfd, const char *name, const struct stat *st,
-			 unsigned flags, struct store_record *rec, bool *consumed,
-			 enum store_result *res)
+			 unsigned flags, struct store_record *rec, enum store_result *res)
 {
 	if ((uint64_t)st->st_size > t->opts.max_size_bytes) {
 		if (t->opts.deny_oversize)
@@ -131,7 +130,6 @@ static int preimage_file(struct store_turn *t, int dirfd, const char *name, cons
 	/* A file whose name is about to go (deleted, renamed over) is kept by a hard link,
 	 * recorded, and only then removed by the caller: at no point is it neither in place nor
 	 * recorded. */
-	(void)consumed;
 	if ((flags & (STORE_CONSUME | STORE_REPLACE)) && st->st_nlink == 1 &&
 	    st->st_dev == t->store->dev) {
 		int r = store_file_link_in(t, dirfd, name, st, rec);
@@ -200,8 +198,15 @@ static int preimage_one(struct store_turn *t, int dirfd, const char *name, const
 		/* the inode: names of one inode are made one again by undo */
 		if (rec.kind == STORE_KIND_FILE)
 			rec.ino = (uint64_t)st.st_ino;
+		/* the file itself into the store: recorded and counted there */
+		if (rec.kind == STORE_KIND_FILE && (flags & STORE_MOVE) &&
+		    (r = store_keep_file(t, dirfd, name, path, &st, !(flags & STORE_VOLATILE))) !=
+			0) {
+			*consumed = r > 0;
+			return MIN(r, 0);
+		}
 		if (rec.kind == STORE_KIND_FILE)
-			r = preimage_file(t, dirfd, name, &st, flags, &rec, consumed, res);
+			r = preimage_file(t, dirfd, name, &st, flags, &rec, res);
 		else if (rec.kind == STORE_KIND_SYMLINK &&
 			 (r = store_readlink_at(dirfd, name, (size_t)st.st_size, &rec.target)) >= 0)
 			r = MIN(store_kept_record(t, &rec, -1), 0);

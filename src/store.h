@@ -71,8 +71,8 @@ void store_turn_free(struct store_turn *t);
 enum store_flags {
 	/*
 	 * The caller is about to remove this name (unlink, rmdir). A file is kept by a hard link
-	 * where it can be (no copy); the caller removes the name after store_sync(). *ret_consumed
-	 * is always false today (kept for callers that check it).
+	 * where it can be (no copy); the caller removes the name after store_sync(). The store
+	 * never takes the name itself here (only STORE_MOVE does).
 	 */
 	STORE_CONSUME = 1 << 0,
 	/* The path is a directory about to be renamed: record every path below it too. The
@@ -88,6 +88,15 @@ enum store_flags {
 	STORE_REPLACE = 1 << 3,
 	/* The caller has just found that the name does not exist (store_preimage_stat()). */
 	STORE_ABSENT = 1 << 4,
+	/*
+	 * With STORE_REPLACE (the copy-on-write merge): a regular file may be moved into the store
+	 * itself (store_keep_file()). *ret_consumed says whether it was: the name is then free,
+	 * and the file's record needs no flush of its own.
+	 */
+	STORE_MOVE = 1 << 5,
+	/* With STORE_MOVE: the name is on a file system a crash empties (tmpfs), no order to keep.
+	 */
+	STORE_VOLATILE = 1 << 6,
 };
 
 /* What store_preimage() did, for the audit log and the run's summary. */

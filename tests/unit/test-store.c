@@ -1450,6 +1450,62 @@ static void test_keep_file(struct store *s)
 	strbuf_free(&q);
 }
 
+/* The broker's way in: store_preimage_stat() with STORE_REPLACE | STORE_MOVE moves a file where
+ * store_keep_file() can, says so (consumed), and keeps it the other way where it cannot. */
+static void test_keep_file_flag(struct store *s)
+{
+	reset_ws();
+	puts_ws("m", "moved\n");
+	puts_ws("l", "linked\n");
+	puts_ws("two", "two names\n");
+	struct strbuf p = STRBUF_INIT, q = STRBUF_INIT;
+	ws_path(&p, "two");
+	ws_path(&q, "two-b");
+	(void)!link(p.buf, q.buf);
+	_cleanup_free_ char *before = snapshot();
+	struct store_turn *t;
+	bool owned;
+	if (!ok(store_turn_join_or_begin(s, &opts, NULL, "flag", &t, &owned) >= 0,
+		"STORE_MOVE: turn"))
+		return;
+	_cleanup_free_ char *id = strdup(store_turn_id(t));
+	int wfd = open(ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	static const struct {
+		const char *name;
+		unsigned flags;
+		bool consumed;
+		const char *what;
+	} cases[] = {
+	    {"m", STORE_REPLACE | STORE_MOVE | STORE_VOLATILE, true, "a file with one name: moved"},
+	    {"l", STORE_REPLACE, false, "without STORE_MOVE: kept by a link, the name stays"},
+	    {"two", STORE_REPLACE | STORE_MOVE | STORE_VOLATILE, false,
+	     "a file with two names: kept by its content, the name stays"},
+	};
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		struct stat st;
+		enum store_result res = STORE_RESULT_DISABLED;
+		bool consumed = !cases[i].consumed;
+		ws_path(&p, cases[i].name);
+		int r = lstat(p.buf, &st) < 0
+			    ? -errno
+			    : store_preimage_stat(t, wfd, cases[i].name, p.buf, &st, cases[i].flags,
+						  &res, &consumed);
+		ok(r == 0 && res == STORE_RESULT_SAVED && consumed == cases[i].consumed &&
+		       (access(p.buf, F_OK) == 0) == !cases[i].consumed,
+		   "STORE_MOVE: %s", cases[i].what);
+		/* the change the flags announce: a new file renamed over the name */
+		puts_ws("new", "new\n");
+		ws_path(&q, "new");
+		(void)!rename(q.buf, p.buf);
+	}
+	close(wfd);
+	ok(store_turn_commit(t, "flag") >= 0, "STORE_MOVE: commit");
+	ok(undo_turn(s, id, true, NULL) >= 0, "STORE_MOVE: undo");
+	same_snapshot(before, "STORE_MOVE: undone");
+	strbuf_free(&p);
+	strbuf_free(&q);
+}
+
 /* A broker that moved a file into the store and was killed before its record reached the
  * manifest (as a power cut may lose it, on a file system that orders metadata): the recovery finds
  * the file in the tree and records it. */
@@ -1536,6 +1592,7 @@ int main(void)
 	test_shared_object(s);
 	test_kept_tree(s);
 	test_keep_file(s);
+	test_keep_file_flag(s);
 	store_close(s);
 	test_keep_file_kill();
 	test_kept();
