@@ -890,8 +890,9 @@ static int attempt_finish(struct run_ctx *c, struct attempt *a)
 }
 
 /* After the command: its changes into the workspace. The layers go, unless a change could not
- * be merged (then they stay, named). */
-static void cow_merge(const struct run_ctx *c, struct attempt *a, char **dir)
+ * be merged (then they stay, named). sync_fd: the layers' directory, opened before the command
+ * started, so that syncfs() on it reports every write-back error of the run. */
+static void cow_merge(const struct run_ctx *c, struct attempt *a, char **dir, int sync_fd)
 {
 	_cleanup_free_ char *upper = NULL;
 	if (asprintf(&upper, "%s/upper", *dir) < 0) {
@@ -904,8 +905,8 @@ static void cow_merge(const struct run_ctx *c, struct attempt *a, char **dir)
 	/* The overlay was volatile: what the command synced is on disk once it is in the
 	 * workspace (the upper layer is on the workspace's file system). Not synced otherwise, as a
 	 * native run would not be. */
-	if (a->sync_asked && fd >= 0) {
-		if (syncfs(fd) < 0) {
+	if (a->sync_asked) {
+		if (syncfs(sync_fd) < 0) {
 			log_error_errno(
 			    errno, "The command asked for its changes to be synced to disk, and "
 				   "syncing the workspace's file system failed: %m");
@@ -939,6 +940,7 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 	struct supervisor *sv = NULL;
 	struct ipc_server *ipc = NULL;
 	char *cow_dir = NULL, *upper = NULL, *work = NULL; /* sandbox.copyOnWrite */
+	_cleanup_close_ int sync_fd = -1;
 	sigset_t oldmask;
 	a->exit_status = RUN_EXIT_FAILURE;
 
@@ -963,6 +965,10 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 	    ((r = cow_prepare(c, &cow_dir)) < 0 || asprintf(&upper, "%s/upper", cow_dir) < 0 ||
 	     asprintf(&work, "%s/work", cow_dir) < 0)) {
 		r = r < 0 ? r : log_error_errno(ENOMEM, "Out of memory");
+		goto out;
+	}
+	if (c->cow && (sync_fd = open(cow_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		r = log_error_errno(errno, "Failed to open %s: %m", cow_dir);
 		goto out;
 	}
 	const struct run_child_sandbox sb = {
@@ -1003,7 +1009,7 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 	a->sync_asked = sv && supervisor_sync_asked(sv);
 	phase("command exited");
 	if (cow_dir)
-		cow_merge(c, a, &cow_dir);
+		cow_merge(c, a, &cow_dir, sync_fd);
 	r = attempt_finish(c, a);
 out:
 	if (cow_dir) /* the command never started */

@@ -272,10 +272,11 @@ static int notify_masked(struct filter *ctx, int nr, int argno, uint64_t mask)
 /*
  * Copy-on-write: the kernel performs every file change (on the overlay, or EROFS); access(W_OK)
  * is the overlay's own answer. What the supervisor still sees of the file calls are the
- * synchronous ones a volatile overlay may skip: the rows of their own (fsync & co., pwritev2 with
- * RWF_DSYNC or RWF_SYNC), an open with O_DSYNC (O_SYNC has it; 6.18's overlay still syncs
- * such writes through its real file, older ones dropped the flag) and openat2 (its flags are in
- * memory).
+ * synchronous ones: the rows of their own (sync, fsync & co., msync with MS_SYNC, pwritev2 with
+ * RWF_DSYNC or RWF_SYNC, io_submit), an open with O_DSYNC (O_SYNC has it; 6.18's overlay still
+ * syncs such writes through its real file, older ones dropped the flag) and every openat2 (its
+ * flags are in memory; counting one that does not sync costs a syncfs, missing one would lose a
+ * sync).
  */
 static int build_cow_notify_rule(struct filter *ctx, const struct syscall_row *row, int nr)
 {
@@ -283,7 +284,10 @@ static int build_cow_notify_rule(struct filter *ctx, const struct syscall_row *r
 		return 0;
 	if (row->notify == SYSCALL_NOTIFY_COW_SYNC) {
 		int at = syscall_row_arg(row, SYSCALL_ARG_RW_FLAGS);
-		return at >= 0 ? notify_masked(ctx, nr, at, RWF_DSYNC | RWF_SYNC) : notify(ctx, nr);
+		if (at >= 0)
+			return notify_masked(ctx, nr, at, RWF_DSYNC | RWF_SYNC);
+		at = syscall_row_arg(row, SYSCALL_ARG_MSYNC_FLAGS);
+		return at >= 0 ? notify_masked(ctx, nr, at, MS_SYNC) : notify(ctx, nr);
 	}
 	if (row->op >= BROKER_OP_CONNECT)
 		return -ENOENT; /* chroot and the sockets: as in the other modes */

@@ -113,7 +113,11 @@ const struct syscall_row syscall_table[] = {
      .notify = SYSCALL_NOTIFY_RO_WRITE_ACCESS},
     {ROW(faccessat2, 439, 439, SYSCALL_OP_ACCESS), ARGS(DIRFD, PATH_OR_EMPTY, ACCESS_MODE, FLAGS),
      .valid_flags = AT_EACCESS | AT_PATH_FLAGS, .notify = SYSCALL_NOTIFY_RO_WRITE_ACCESS},
-    /* copy-on-write: syncs the volatile overlay skips (the merge flushes once at its end) */
+    /* copy-on-write: syncs the volatile overlay skips, and those that sync the upper layer
+     * itself (sync, msync) but not what the merge does with it: the run syncs once at its end */
+    {ROW(sync, 162, 81, SYSCALL_OP_SYNC), ARGS(NONE), .notify = SYSCALL_NOTIFY_COW_SYNC},
+    {ROW(msync, 26, 227, SYSCALL_OP_SYNC), ARGS(NONE, NONE, MSYNC_FLAGS),
+     .notify = SYSCALL_NOTIFY_COW_SYNC},
     {ROW(fsync, 74, 82, SYSCALL_OP_SYNC), ARGS(FD), .notify = SYSCALL_NOTIFY_COW_SYNC},
     {ROW(fdatasync, 75, 83, SYSCALL_OP_SYNC), ARGS(FD), .notify = SYSCALL_NOTIFY_COW_SYNC},
     {ROW(syncfs, 306, 267, SYSCALL_OP_SYNC), ARGS(FD), .notify = SYSCALL_NOTIFY_COW_SYNC},

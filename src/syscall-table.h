@@ -56,6 +56,7 @@ enum syscall_arg {
 	SYSCALL_ARG_MSG_FLAGS,
 	SYSCALL_ARG_ACCESS_MODE, /* access: R_OK | W_OK | X_OK, or F_OK */
 	SYSCALL_ARG_RW_FLAGS,	 /* pwritev2: RWF_* flags */
+	SYSCALL_ARG_MSYNC_FLAGS, /* msync: MS_* flags */
 	_SYSCALL_ARG_MAX,
 };
 
@@ -75,7 +76,8 @@ enum syscall_notify {
 	/* With copy-on-write (sandbox.copyOnWrite) the overlay skips every sync of its upper layer
 	 * (it is volatile); the supervisor notes that the command asked for one, and the merge
 	 * flushes the workspace's file system at its end. Not notified in the other modes. */
-	SYSCALL_NOTIFY_COW_SYNC, /* always, or with RW_FLAGS: when they have RWF_DSYNC/RWF_SYNC */
+	SYSCALL_NOTIFY_COW_SYNC, /* always; with RW_FLAGS when they have RWF_DSYNC/RWF_SYNC, with
+				    MSYNC_FLAGS when they have MS_SYNC */
 };
 
 /* Not broker operations: chroot("/") and access() are answered by the supervisor itself; a

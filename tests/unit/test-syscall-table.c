@@ -343,7 +343,8 @@ static void filter_copy_on_write(bool restrict_ip)
 		    want_all && (row->notify == SYSCALL_NOTIFY_ALWAYS
 				     ? !file || syscall_row_arg(row, SYSCALL_ARG_OPEN_HOW) >= 0
 				     : row->notify == SYSCALL_NOTIFY_COW_SYNC &&
-					   syscall_row_arg(row, SYSCALL_ARG_RW_FLAGS) < 0);
+					   syscall_row_arg(row, SYSCALL_ARG_RW_FLAGS) < 0 &&
+					   syscall_row_arg(row, SYSCALL_ARG_MSYNC_FLAGS) < 0);
 		if (all != want_all || none != want_none) {
 			wrong++;
 			printf("# copy-on-write: nr %d (%s) all=%d none=%d\n", nr,
@@ -357,7 +358,7 @@ static void filter_copy_on_write(bool restrict_ip)
 	       "calls and the syncs are, as their rows say",
 	       restrict_ip);
 	ok(sockets >= 4, "copy-on-write: the socket calls are in the filter (%d)", sockets);
-	ok(syncs >= 5, "copy-on-write: fsync & co. are in the filter (%d)", syncs);
+	ok(syncs >= 7, "copy-on-write: sync, fsync & co. are in the filter (%d)", syncs);
 	/* The conditions, one bit at a time. */
 	uint64_t not_sync = ~(uint64_t)SYSCALL_OPEN_SYNC_FLAG & 0xffffffffu;
 	for (size_t i = 0; i < syscall_table_size; i++) {
@@ -379,8 +380,12 @@ static void filter_copy_on_write(bool restrict_ip)
 			       !notifies(run(&prog, nr, ~UINT64_C(0), at,
 					     ~(uint64_t)(RWF_DSYNC | RWF_SYNC))),
 			   "copy-on-write: %s with RWF_DSYNC or RWF_SYNC notified, with other "
-			   "flags "
-			   "not",
+			   "flags not",
+			   row->name);
+		if ((at = syscall_row_arg(row, SYSCALL_ARG_MSYNC_FLAGS)) >= 0)
+			ok(notifies(run(&prog, nr, 0, at, MS_SYNC)) &&
+			       !notifies(run(&prog, nr, ~UINT64_C(0), at, ~(uint64_t)MS_SYNC)),
+			   "copy-on-write: %s with MS_SYNC notified, with other flags not",
 			   row->name);
 	}
 	free(prog.filter);
