@@ -1458,6 +1458,8 @@ static void test_keep_file_flag(struct store *s)
 	puts_ws("m", "moved\n");
 	puts_ws("l", "linked\n");
 	puts_ws("two", "two names\n");
+	puts_ws("d-unordered", "durable, unordered\n");
+	puts_ws("d-ordered", "durable, ordered\n");
 	struct strbuf p = STRBUF_INIT, q = STRBUF_INIT;
 	ws_path(&p, "two");
 	ws_path(&q, "two-b");
@@ -1473,15 +1475,24 @@ static void test_keep_file_flag(struct store *s)
 	static const struct {
 		const char *name;
 		unsigned flags;
+		bool ordered; /* the store's file system orders metadata */
 		bool consumed;
 		const char *what;
 	} cases[] = {
-	    {"m", STORE_REPLACE | STORE_MOVE | STORE_VOLATILE, true, "a file with one name: moved"},
-	    {"l", STORE_REPLACE, false, "without STORE_MOVE: kept by a link, the name stays"},
-	    {"two", STORE_REPLACE | STORE_MOVE | STORE_VOLATILE, false,
+	    {"m", STORE_REPLACE | STORE_MOVE | STORE_VOLATILE, false, true,
+	     "a file with one name: moved"},
+	    {"l", STORE_REPLACE, true, false, "without STORE_MOVE: kept by a link, the name stays"},
+	    {"two", STORE_REPLACE | STORE_MOVE | STORE_VOLATILE, true, false,
 	     "a file with two names: kept by its content, the name stays"},
+	    {"d-unordered", STORE_REPLACE | STORE_MOVE, false, false,
+	     "not volatile, with sync, metadata not ordered: kept by a link, the name stays"},
+	    {"d-ordered", STORE_REPLACE | STORE_MOVE, true, true,
+	     "not volatile, with sync, metadata ordered: moved"},
 	};
+	bool ordered = t->store->ordered_metadata;
+	ok(opts.sync, "STORE_MOVE: (the turn flushes: sandbox.fileBackup.sync)");
 	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		t->store->ordered_metadata = cases[i].ordered;
 		struct stat st;
 		enum store_result res = STORE_RESULT_DISABLED;
 		bool consumed = !cases[i].consumed;
@@ -1498,6 +1509,7 @@ static void test_keep_file_flag(struct store *s)
 		ws_path(&q, "new");
 		(void)!rename(q.buf, p.buf);
 	}
+	t->store->ordered_metadata = ordered;
 	close(wfd);
 	ok(store_turn_commit(t, "flag") >= 0, "STORE_MOVE: commit");
 	ok(undo_turn(s, id, true, NULL) >= 0, "STORE_MOVE: undo");
