@@ -967,7 +967,7 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 		r = r < 0 ? r : log_error_errno(ENOMEM, "Out of memory");
 		goto out;
 	}
-	if (c->cow && (sync_fd = open(cow_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+	if (cow_dir && (sync_fd = open(cow_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
 		r = log_error_errno(errno, "Failed to open %s: %m", cow_dir);
 		goto out;
 	}
