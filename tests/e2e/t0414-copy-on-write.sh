@@ -90,6 +90,23 @@ how = (ctypes.c_uint64 * 3)(os.O_WRONLY | os.O_CREAT | os.O_DSYNC, 0o644, 0)
 fd = libc.syscall(437, -100, b"s-openat2", ctypes.byref(how), ctypes.sizeof(how))
 assert fd >= 0, os.strerror(ctypes.get_errno())
 os.write(fd, bytes(4096))')" 1 "openat2 with O_DSYNC: the run syncs the file system after the merge"
+# Linux AIO: an IOCB_CMD_FSYNC the filter cannot see inside io_submit's iocbs
+out=$(BROKERED_DEBUG=1 brk run -- "$BRK_PY" -c 'import ctypes, os, platform
+nr = {"x86_64": (206, 209, 208), "aarch64": (0, 2, 4)}[platform.machine()]
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open("s-aio", os.O_WRONLY | os.O_CREAT, 0o644)
+os.write(fd, b"aio\n")
+ctx = ctypes.c_ulong(0)
+assert libc.syscall(nr[0], 1, ctypes.byref(ctx)) == 0, os.strerror(ctypes.get_errno())
+iocb = (ctypes.c_uint64 * 8)()  # struct iocb: 64 bytes
+iocb[2] = 2 | (fd << 32)  # aio_lio_opcode = IOCB_CMD_FSYNC, aio_fildes
+ptrs = (ctypes.c_void_p * 1)(ctypes.addressof(iocb))
+assert libc.syscall(nr[1], ctx, 1, ptrs) == 1, os.strerror(ctypes.get_errno())
+ev = (ctypes.c_int64 * 4)()
+assert libc.syscall(nr[2], ctx, 1, 1, ev, None) == 1 and ev[2] == 0, "no completion"
+print("fsync done")' 2>&1)
+is "$(printf '%s\n' "$out" | grep -c -e '^fsync done$' -e 'synced (the command asked for it)')" 2 \
+	"io_submit (AIO fsync): done, and the run syncs the file system after the merge"
 if [ "$(stat -f -c %T "$WS")" = tmpfs ]; then
 	ok 0 "# SKIP the workspace is on a tmpfs: nothing is ever written to disk"
 elif err=$(unwritten "$TEST_DIR") && [ "${err#cachestat: }" != "$err" ]; then
