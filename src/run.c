@@ -768,7 +768,6 @@ struct attempt {
 	bool started;
 	struct broker_merge_result merge; /* sandbox.copyOnWrite */
 	bool merge_failed;
-	bool sync_asked; /* copy-on-write: the command asked for a sync the overlay skipped */
 };
 
 static void attempt_done(struct attempt *a)
@@ -890,8 +889,9 @@ static int attempt_finish(struct run_ctx *c, struct attempt *a)
 }
 
 /* After the command: its changes into the workspace. The layers go, unless a change could not
- * be merged (then they stay, named). sync_fd: the layers' directory, opened before the command
- * started, so that syncfs() on it reports every write-back error of the run. */
+ * be merged (then they stay, named). sync_fd: where the command asked for a sync, the layers'
+ * directory, opened before the command started, so that syncfs() on it reports every write-back
+ * error of the run; -1 otherwise. */
 static void cow_merge(const struct run_ctx *c, struct attempt *a, char **dir, int sync_fd)
 {
 	_cleanup_free_ char *upper = NULL;
@@ -905,7 +905,7 @@ static void cow_merge(const struct run_ctx *c, struct attempt *a, char **dir, in
 	/* The overlay was volatile: what the command synced is on disk once it is in the
 	 * workspace (the upper layer is on the workspace's file system). Not synced otherwise, as a
 	 * native run would not be. */
-	if (a->sync_asked) {
+	if (sync_fd >= 0) {
 		if (syncfs(sync_fd) < 0) {
 			log_error_errno(
 			    errno, "The command asked for its changes to be synced to disk, and "
@@ -1006,10 +1006,9 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 		;
 	safe_close(rs.listener);
 	a->exit_status = rs.child_done ? status_to_exit(rs.child_status) : RUN_EXIT_FAILURE;
-	a->sync_asked = sv && supervisor_sync_asked(sv);
 	phase("command exited");
 	if (cow_dir)
-		cow_merge(c, a, &cow_dir, sync_fd);
+		cow_merge(c, a, &cow_dir, sv && supervisor_sync_asked(sv) ? sync_fd : -1);
 	r = attempt_finish(c, a);
 out:
 	if (cow_dir) /* the command never started */

@@ -17,7 +17,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -278,23 +277,16 @@ static int notify_masked(struct filter *ctx, int nr, int argno, uint64_t mask)
  * flags are in memory; counting one that does not sync costs a syncfs, missing one would lose a
  * sync).
  */
-static int build_cow_notify_rule(struct filter *ctx, const struct syscall_row *row, int nr)
+static int build_cow_sync_rule(struct filter *ctx, const struct syscall_row *row, int nr)
 {
-	if (row->op == SYSCALL_OP_ACCESS)
-		return 0;
-	if (row->notify == SYSCALL_NOTIFY_COW_SYNC) {
-		int at = syscall_row_arg(row, SYSCALL_ARG_RW_FLAGS);
-		if (at >= 0)
-			return notify_masked(ctx, nr, at, RWF_DSYNC | RWF_SYNC);
-		at = syscall_row_arg(row, SYSCALL_ARG_MSYNC_FLAGS);
-		return at >= 0 ? notify_masked(ctx, nr, at, MS_SYNC) : notify(ctx, nr);
-	}
-	if (row->op >= BROKER_OP_CONNECT)
-		return -ENOENT; /* chroot and the sockets: as in the other modes */
-	if (syscall_row_arg(row, SYSCALL_ARG_OPEN_HOW) >= 0)
+	int at;
+	if ((at = syscall_row_arg(row, SYSCALL_ARG_SYNC_FLAGS)) >= 0)
+		return notify_masked(ctx, nr, at, row->sync_flags);
+	if ((at = syscall_row_arg(row, SYSCALL_ARG_OPEN_FLAGS)) >= 0)
+		return notify_masked(ctx, nr, at, SYSCALL_OPEN_SYNC_FLAG);
+	if (row->op == SYSCALL_OP_SYNC || syscall_row_arg(row, SYSCALL_ARG_OPEN_HOW) >= 0)
 		return notify(ctx, nr);
-	int at = syscall_row_arg(row, SYSCALL_ARG_OPEN_FLAGS);
-	return at >= 0 ? notify_masked(ctx, nr, at, SYSCALL_OPEN_SYNC_FLAG) : 0;
+	return 0; /* a file change: the kernel's */
 }
 
 /* Every syscall of the table (syscall-table.h) that this architecture has, under its row's
@@ -307,14 +299,13 @@ static int build_notify_rules(struct filter *ctx, enum sandbox_mounts mounts)
 		int nr = syscall_row_nr(row), r = 0;
 		if (nr < 0)
 			continue;
-		if (mounts == SANDBOX_MOUNTS_COPY_ON_WRITE) {
-			r = build_cow_notify_rule(ctx, row, nr);
-			if (r != -ENOENT) {
-				if (r < 0)
-					return r;
-				continue;
-			}
-			r = 0;
+		/* chroot and the sockets: as in the other modes */
+		if (mounts == SANDBOX_MOUNTS_COPY_ON_WRITE &&
+		    (row->op == SYSCALL_OP_ACCESS || syscall_row_cow_sync(row))) {
+			if (row->op != SYSCALL_OP_ACCESS &&
+			    (r = build_cow_sync_rule(ctx, row, nr)) < 0)
+				return r;
+			continue;
 		}
 		switch (row->notify) {
 		case SYSCALL_NOTIFY_ALWAYS:

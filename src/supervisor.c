@@ -353,7 +353,7 @@ static int handle(struct supervisor *s, uint64_t id, pid_t tid, const struct sec
 		/* A file call is notified only when it syncs: the kernel does the rest (the
 		 * overlay, or EROFS). */
 		const struct syscall_row *row = syscall_table_find(data->nr);
-		if (row && (row->op < BROKER_OP_CONNECT || row->op == SYSCALL_OP_SYNC)) {
+		if (row && syscall_row_cow_sync(row)) {
 			s->sync_asked = true;
 			respond(s, id, 0, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE);
 			return 0;

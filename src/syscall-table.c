@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <utime.h>
 
@@ -116,13 +118,13 @@ const struct syscall_row syscall_table[] = {
     /* copy-on-write: syncs the volatile overlay skips, and those that sync the upper layer
      * itself (sync, msync) but not what the merge does with it: the run syncs once at its end */
     {ROW(sync, 162, 81, SYSCALL_OP_SYNC), ARGS(NONE), .notify = SYSCALL_NOTIFY_COW_SYNC},
-    {ROW(msync, 26, 227, SYSCALL_OP_SYNC), ARGS(NONE, NONE, MSYNC_FLAGS),
-     .notify = SYSCALL_NOTIFY_COW_SYNC},
+    {ROW(msync, 26, 227, SYSCALL_OP_SYNC), ARGS(NONE, NONE, SYNC_FLAGS),
+     .notify = SYSCALL_NOTIFY_COW_SYNC, .sync_flags = MS_SYNC},
     {ROW(fsync, 74, 82, SYSCALL_OP_SYNC), ARGS(FD), .notify = SYSCALL_NOTIFY_COW_SYNC},
     {ROW(fdatasync, 75, 83, SYSCALL_OP_SYNC), ARGS(FD), .notify = SYSCALL_NOTIFY_COW_SYNC},
     {ROW(syncfs, 306, 267, SYSCALL_OP_SYNC), ARGS(FD), .notify = SYSCALL_NOTIFY_COW_SYNC},
-    {ROW(pwritev2, 328, 287, SYSCALL_OP_SYNC), ARGS(FD, NONE, NONE, NONE, NONE, RW_FLAGS),
-     .notify = SYSCALL_NOTIFY_COW_SYNC},
+    {ROW(pwritev2, 328, 287, SYSCALL_OP_SYNC), ARGS(FD, NONE, NONE, NONE, NONE, SYNC_FLAGS),
+     .notify = SYSCALL_NOTIFY_COW_SYNC, .sync_flags = RWF_DSYNC | RWF_SYNC},
     /* Linux AIO: IOCB_CMD_FSYNC, RWF_DSYNC in an iocb (memory the filter cannot read) */
     {ROW(io_submit, 209, 2, SYSCALL_OP_SYNC), ARGS(NONE), .notify = SYSCALL_NOTIFY_COW_SYNC},
     /* sockets (DESIGN section 12): the address is in memory, the broker decides on it */

@@ -55,8 +55,7 @@ enum syscall_arg {
 	SYSCALL_ARG_VLEN,   /* sendmmsg: how many messages (0: nothing is sent) */
 	SYSCALL_ARG_MSG_FLAGS,
 	SYSCALL_ARG_ACCESS_MODE, /* access: R_OK | W_OK | X_OK, or F_OK */
-	SYSCALL_ARG_RW_FLAGS,	 /* pwritev2: RWF_* flags */
-	SYSCALL_ARG_MSYNC_FLAGS, /* msync: MS_* flags */
+	SYSCALL_ARG_SYNC_FLAGS,	 /* flags of which the row's sync_flags ask for a sync */
 	_SYSCALL_ARG_MAX,
 };
 
@@ -76,8 +75,7 @@ enum syscall_notify {
 	/* With copy-on-write (sandbox.copyOnWrite) the overlay skips every sync of its upper layer
 	 * (it is volatile); the supervisor notes that the command asked for one, and the merge
 	 * flushes the workspace's file system at its end. Not notified in the other modes. */
-	SYSCALL_NOTIFY_COW_SYNC, /* always; with RW_FLAGS when they have RWF_DSYNC/RWF_SYNC, with
-				    MSYNC_FLAGS when they have MS_SYNC */
+	SYSCALL_NOTIFY_COW_SYNC, /* always; with SYNC_FLAGS when they have a bit of sync_flags */
 };
 
 /* Not broker operations: chroot("/") and access() are answered by the supervisor itself; a
@@ -100,6 +98,7 @@ struct syscall_row {
 	enum syscall_arg args[6];
 	uint64_t valid_flags; /* FLAGS may hold only these: EINVAL otherwise */
 	uint64_t fixed_flags; /* flags the call implies (creat, rmdir, lchown, l*xattr) */
+	uint64_t sync_flags;  /* SYNC_FLAGS: the bits that ask for a sync (RWF_DSYNC, MS_SYNC) */
 };
 
 extern const struct syscall_row syscall_table[];
@@ -115,6 +114,13 @@ static inline int syscall_row_nr(const struct syscall_row *row)
 #else
 #error "brokered supports x86_64 and aarch64 only"
 #endif
+}
+
+/* With copy-on-write, a notification of row is a request for a sync, nothing else: the filter
+ * notifies the file calls only when they sync (sandbox.c), and the rows of the syncs. */
+static inline bool syscall_row_cow_sync(const struct syscall_row *row)
+{
+	return row->op < BROKER_OP_CONNECT || row->op == SYSCALL_OP_SYNC;
 }
 
 /* The position (0..5) of the argument that is `what` in row, -1 if none is. */

@@ -97,6 +97,9 @@ static void shapes(void)
 		   row->name);
 		ok((row->op == SYSCALL_OP_SYNC) == (row->notify == SYSCALL_NOTIFY_COW_SYNC),
 		   "%s: a sync iff notified for copy-on-write only", row->name);
+		ok((syscall_row_arg(row, SYSCALL_ARG_SYNC_FLAGS) >= 0) == (row->sync_flags != 0) &&
+		       (!row->sync_flags || row->op == SYSCALL_OP_SYNC),
+		   "%s: SYNC_FLAGS argument iff sync flags, and only in a sync's row", row->name);
 		if (row->notify == SYSCALL_NOTIFY_PATH_UNLESS_RO)
 			ok(syscall_row_arg(row, SYSCALL_ARG_PATH_OR_FD) >= 0,
 			   "%s: notified on a path it has", row->name);
@@ -342,9 +345,7 @@ static void filter_copy_on_write(bool restrict_ip)
 		bool want_none =
 		    want_all && (row->notify == SYSCALL_NOTIFY_ALWAYS
 				     ? !file || syscall_row_arg(row, SYSCALL_ARG_OPEN_HOW) >= 0
-				     : row->notify == SYSCALL_NOTIFY_COW_SYNC &&
-					   syscall_row_arg(row, SYSCALL_ARG_RW_FLAGS) < 0 &&
-					   syscall_row_arg(row, SYSCALL_ARG_MSYNC_FLAGS) < 0);
+				     : row->notify == SYSCALL_NOTIFY_COW_SYNC && !row->sync_flags);
 		if (all != want_all || none != want_none) {
 			wrong++;
 			printf("# copy-on-write: nr %d (%s) all=%d none=%d\n", nr,
@@ -374,20 +375,27 @@ static void filter_copy_on_write(bool restrict_ip)
 			   "copy-on-write: %s with O_DSYNC or O_SYNC notified, with any other flag "
 			   "not",
 			   row->name);
-		if ((at = syscall_row_arg(row, SYSCALL_ARG_RW_FLAGS)) >= 0)
-			ok(notifies(run(&prog, nr, 0, at, RWF_DSYNC)) &&
-			       notifies(run(&prog, nr, 0, at, RWF_SYNC)) &&
-			       !notifies(run(&prog, nr, ~UINT64_C(0), at,
-					     ~(uint64_t)(RWF_DSYNC | RWF_SYNC))),
-			   "copy-on-write: %s with RWF_DSYNC or RWF_SYNC notified, with other "
-			   "flags not",
-			   row->name);
-		if ((at = syscall_row_arg(row, SYSCALL_ARG_MSYNC_FLAGS)) >= 0)
-			ok(notifies(run(&prog, nr, 0, at, MS_SYNC)) &&
-			       !notifies(run(&prog, nr, ~UINT64_C(0), at, ~(uint64_t)MS_SYNC)),
-			   "copy-on-write: %s with MS_SYNC notified, with other flags not",
-			   row->name);
+		if ((at = syscall_row_arg(row, SYSCALL_ARG_SYNC_FLAGS)) < 0)
+			continue;
+		bool each = true;
+		for (uint64_t bit = 1; bit; bit <<= 1)
+			if (row->sync_flags & bit)
+				each &= notifies(run(&prog, nr, 0, at, bit));
+		ok(each && !notifies(run(&prog, nr, ~UINT64_C(0), at, ~row->sync_flags)),
+		   "copy-on-write: %s with a sync flag (%#llx) notified, with the others not",
+		   row->name, (unsigned long long)row->sync_flags);
 	}
+	/* ... and those flags are the ones that sync, as the man pages name them */
+	static const struct {
+		const char *name;
+		uint64_t flags;
+	} syncing[] = {{"pwritev2", RWF_DSYNC | RWF_SYNC}, {"msync", MS_SYNC}};
+	for (size_t k = 0; k < ELEMENTSOF(syncing); k++)
+		for (size_t i = 0; i < syscall_table_size; i++)
+			if (!strcmp(syscall_table[i].name, syncing[k].name))
+				is_int((long long)syscall_table[i].sync_flags,
+				       (long long)syncing[k].flags,
+				       "copy-on-write: %s's sync flags", syncing[k].name);
 	free(prog.filter);
 }
 
