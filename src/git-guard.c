@@ -927,16 +927,8 @@ static void guard_done(struct guard *g)
 	free(g->loc_root);
 }
 
-/* What the check needs of a path's lstat(), taken once, when its record is read. */
-struct seen {
-	mode_t mode;
-	nlink_t nlink;
-	ino_t ino;
-	dev_t dev;
-};
-
 struct seen_list {
-	struct seen *v;
+	struct store_seen *v; /* what lstat() saw, path NULL */
 	size_t n, cap;
 	bool oom;
 	struct store_gone *gone;
@@ -953,7 +945,7 @@ static bool path_exists(const char *path, void *userdata)
 		return false;
 	if (l->n == l->cap) {
 		size_t ncap = l->cap ? l->cap * 2 : 64;
-		struct seen *v = reallocarray(l->v, ncap, sizeof *v);
+		struct store_seen *v = reallocarray(l->v, ncap, sizeof *v);
 		if (!v) {
 			l->oom = true;
 			return false;
@@ -961,16 +953,38 @@ static bool path_exists(const char *path, void *userdata)
 		l->v = v;
 		l->cap = ncap;
 	}
-	l->v[l->n++] = (struct seen){st.st_mode, st.st_nlink, st.st_ino, st.st_dev};
+	l->v[l->n] = (struct store_seen){0};
+	store_seen_set(&l->v[l->n++], &st);
 	return true;
 }
 
+/* What was seen of the paths kept, sorted by path as the records are, each with its path (taken
+ * from its record): the commit's post-states. */
+static int seen_take(struct guard *g, struct seen_list *l, struct store_seen **ret, size_t *ret_n)
+{
+	struct store_seen *v = calloc(g->n_recs ? g->n_recs : 1, sizeof *v);
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < g->n_recs; i++) {
+		v[i] = l->v[g->recs[i].seq];
+		v[i].path = TAKE_PTR(g->recs[i].path);
+	}
+	*ret = v;
+	*ret_n = g->n_recs;
+	return 0;
+}
+
 int git_guard_check(struct store *s, const char *turn_id, const struct git_guard_options *o,
-		    struct git_guard_block **ret, size_t *ret_n)
+		    struct git_guard_block **ret, size_t *ret_n, struct store_seen **ret_seen,
+		    size_t *ret_n_seen)
 {
 	struct guard g = {.s = s, .turn_id = turn_id, .o = o};
 	*ret = NULL;
 	*ret_n = 0;
+	if (ret_seen) {
+		*ret_seen = NULL;
+		*ret_n_seen = 0;
+	}
 	struct seen_list seen = {0};
 	int r = store_gone_new(&seen.gone);
 	if (r >= 0)
@@ -987,7 +1001,7 @@ int git_guard_check(struct store *s, const char *turn_id, const struct git_guard
 			r = -EINVAL; /* not a record path_exists() kept */
 			break;
 		}
-		const struct seen *sn = &seen.v[rec->seq];
+		const struct store_seen *sn = &seen.v[rec->seq];
 		struct stat st = {.st_mode = sn->mode,
 				  .st_nlink = sn->nlink,
 				  .st_ino = sn->ino,
@@ -1008,9 +1022,11 @@ int git_guard_check(struct store *s, const char *turn_id, const struct git_guard
 		    is_gitdir(dir))
 			r = born(&g, dir, rec->path);
 	}
-	free(seen.v);
 	if (r >= 0)
 		r = accepted_save(&g);
+	if (r >= 0 && ret_seen)
+		r = seen_take(&g, &seen, ret_seen, ret_n_seen);
+	free(seen.v);
 	if (r >= 0) {
 		if (g.n_blocks)
 			qsort(g.blocks, g.n_blocks, sizeof *g.blocks, cmp_block);

@@ -37,6 +37,7 @@
 
 struct policy;
 struct store;
+struct store_seen;
 struct strbuf;
 
 /* What git makes of a path, lexically (for show/log). */
@@ -95,9 +96,12 @@ struct git_guard_block {
 	struct git_config_entry *unset; /* a config block: the entries that need approval */
 	size_t n_unset;
 };
-/* Check what turn_id changed (see above). Blocks are merged per path, sorted by path. */
+/* Check what turn_id changed (see above). Blocks are merged per path, sorted by path. ret_seen
+ * (may be NULL): what the check's lstat() found of each of the turn's paths that exists, sorted
+ * by path, for store_turn_commit_seen() (free with store_seens_free()). */
 int git_guard_check(struct store *s, const char *turn_id, const struct git_guard_options *o,
-		    struct git_guard_block **ret, size_t *ret_n);
+		    struct git_guard_block **ret, size_t *ret_n, struct store_seen **ret_seen,
+		    size_t *ret_n_seen);
 void git_guard_blocks_free(struct git_guard_block *v, size_t n);
 /* Remove a config block's entries from its file (git config --unset-all, outside the sandbox):
  * inside an explicit turn, what earlier runs of the turn did to the file stays. */

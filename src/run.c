@@ -768,6 +768,10 @@ struct attempt {
 	bool started;
 	struct broker_merge_result merge; /* sandbox.copyOnWrite */
 	bool merge_failed;
+	/* what the git check saw of the turn's paths when the command had ended: their
+	 * post-states at the commit */
+	struct store_seen *seen;
+	size_t n_seen;
 };
 
 static void attempt_done(struct attempt *a)
@@ -777,6 +781,7 @@ static void attempt_done(struct attempt *a)
 	broker_free(a->broker);
 	free(a->turn_id);
 	broker_merge_result_done(&a->merge);
+	store_seens_free(a->seen, a->n_seen);
 	*a = (struct attempt){0};
 }
 
@@ -1030,7 +1035,7 @@ static int attempt_commit(struct run_ctx *c, struct attempt *a, const char *msg)
 	if (!a->turn_owned || !a->turn)
 		return 0;
 	bool recorded = store_turn_recorded(a->turn);
-	int r = store_turn_commit(a->turn, msg);
+	int r = store_turn_commit_seen(a->turn, msg, a->seen, a->n_seen);
 	a->turn = NULL;
 	if (r < 0 && recorded) {
 		/* Once more by id, from the records on disk (a transient failure must not leave the
@@ -1172,7 +1177,11 @@ static int git_guard_attempt(struct run_ctx *c, struct attempt *a, struct git_gu
 	    .allow_hooks = c->settings->git_allow_hooks,
 	    .allow_exec_config = c->settings->git_allow_exec_config,
 	};
-	int r = git_guard_check(c->store, a->turn_id, &go, ret, ret_n);
+	store_seens_free(a->seen, a->n_seen);
+	a->seen = NULL;
+	a->n_seen = 0;
+	int r = git_guard_check(c->store, a->turn_id, &go, ret, ret_n,
+				a->turn_owned ? &a->seen : NULL, &a->n_seen);
 	if (r < 0)
 		return log_error_errno(r, "Failed to check the git changes of turn %s: %m",
 				       a->turn_id);

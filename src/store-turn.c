@@ -488,26 +488,59 @@ void store_turn_stats(const struct store_turn *t, struct store_stats *ret)
 /* ---- commit ---- */
 
 /* The state a path was left in; 1: it cannot be seen (a directory on the way was made
- * unsearchable, or too deep), so no post-state is kept and undo does not ask about it. */
-static int post_state(struct store_gone *gone, const struct store_record *pre,
+ * unsearchable, or too deep), so no post-state is kept and undo does not ask about it. seen: what
+ * a look a moment ago found of it, or NULL to look now. */
+static int post_state(struct store_gone *gone, const char *path, const struct store_seen *seen,
 		      struct store_record *post)
 {
 	struct stat st;
-	*post = (struct store_record){.path = pre->path};
-	int r = store_gone_lstat(gone, pre->path, &st);
-	if (r < 0) {
-		if (r == -EACCES || r == -ELOOP || r == -ENAMETOOLONG)
-			return 1;
-		if (r != -ENOENT && r != -ENOTDIR)
-			return r;
-		post->kind = STORE_KIND_ABSENT;
-		return 0;
+	*post = (struct store_record){.path = (char *)path};
+	if (seen) {
+		st = (struct stat){.st_mode = seen->mode,
+				   .st_uid = seen->uid,
+				   .st_gid = seen->gid,
+				   .st_size = (off_t)seen->size,
+				   .st_ino = seen->ino,
+				   .st_dev = seen->dev,
+				   .st_rdev = seen->rdev,
+				   .st_nlink = seen->nlink,
+				   .st_mtim = seen->mtime};
+	} else {
+		int r = store_gone_lstat(gone, path, &st);
+		if (r < 0) {
+			if (r == -EACCES || r == -ELOOP || r == -ENAMETOOLONG)
+				return 1;
+			if (r != -ENOENT && r != -ENOTDIR)
+				return r;
+			post->kind = STORE_KIND_ABSENT;
+			return 0;
+		}
 	}
 	store_record_from_stat(post, &st);
 	post->ino = (uint64_t)st.st_ino;
 	if (post->kind == STORE_KIND_SYMLINK)
-		return store_readlink_at(AT_FDCWD, pre->path, (size_t)st.st_size, &post->target);
+		return store_readlink_at(AT_FDCWD, path, (size_t)st.st_size, &post->target);
 	return 0;
+}
+
+void store_seen_set(struct store_seen *s, const struct stat *st)
+{
+	s->size = (uint64_t)st->st_size;
+	s->ino = (uint64_t)st->st_ino;
+	s->dev = (uint64_t)st->st_dev;
+	s->rdev = (uint64_t)st->st_rdev;
+	s->nlink = (uint64_t)st->st_nlink;
+	s->mtime = st->st_mtim;
+	s->mode = (uint32_t)st->st_mode;
+	s->uid = (uint32_t)st->st_uid;
+	s->gid = (uint32_t)st->st_gid;
+}
+
+void store_seens_free(struct store_seen *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		free(v[i].path);
+	free(v);
 }
 
 /* The post file, written in chunks to a temp file (a big turn is never all in memory), then
@@ -517,6 +550,8 @@ struct post_writer {
 	char *tmp;
 	struct strbuf buf;
 	struct store_gone *gone;
+	const struct store_seen *seen; /* sorted by path; the paths come in that order too */
+	size_t n_seen, at;
 };
 
 #define POST_CHUNK (64 * 1024)
@@ -540,10 +575,18 @@ static int post_writer_drain(struct post_writer *w)
 	return r;
 }
 
+/* What was seen of path, if it was: the paths come sorted, as the seen ones are. */
+static const struct store_seen *post_writer_seen(struct post_writer *w, const char *path)
+{
+	while (w->at < w->n_seen && strcmp(w->seen[w->at].path, path) < 0)
+		w->at++;
+	return w->at < w->n_seen && strcmp(w->seen[w->at].path, path) == 0 ? &w->seen[w->at] : NULL;
+}
+
 static int post_writer_add(struct post_writer *w, const char *path)
 {
-	struct store_record pre = {.path = (char *)path}, post;
-	int r = post_state(w->gone, &pre, &post);
+	struct store_record post;
+	int r = post_state(w->gone, path, post_writer_seen(w, path), &post);
 	if (r == 0)
 		r = store_record_format(&post, &w->buf);
 	if (r > 0)
@@ -587,7 +630,7 @@ static int cmp_path(const void *a, const void *b)
 }
 
 static int commit_dir(struct store *s, const char *id, const char *message,
-		      const struct path_set *paths)
+		      const struct path_set *paths, const struct store_seen *seen, size_t n_seen)
 {
 	_cleanup_close_ int tfd = store_open_dir_at(s->turns_fd, id);
 	if (tfd < 0)
@@ -611,6 +654,8 @@ static int commit_dir(struct store *s, const char *id, const char *message,
 		r = store_turn_records(s, id, &pre, &n);
 	if (r >= 0)
 		r = post_writer_open(&w, tfd);
+	w.seen = seen;
+	w.n_seen = n_seen;
 	for (size_t i = 0; r >= 0 && i < n; i++)
 		r = post_writer_add(&w, pre[i].path);
 	/* the turn's paths in order: those of one directory come together, and are looked at from
@@ -645,6 +690,12 @@ static int commit_dir(struct store *s, const char *id, const char *message,
 
 int store_turn_commit(struct store_turn *t, const char *message)
 {
+	return store_turn_commit_seen(t, message, NULL, 0);
+}
+
+int store_turn_commit_seen(struct store_turn *t, const char *message, const struct store_seen *seen,
+			   size_t n_seen)
+{
 	if (!t)
 		return -EINVAL;
 	if (t->lazy) { /* nothing was recorded: no turn */
@@ -658,7 +709,7 @@ int store_turn_commit(struct store_turn *t, const char *message)
 	(void)flock(t->dir_fd, LOCK_UN);
 	if (r >= 0)
 		r = commit_dir(t->store, t->id, message,
-			       t->exclusive && !t->seen_incomplete ? &t->seen : NULL);
+			       t->exclusive && !t->seen_incomplete ? &t->seen : NULL, seen, n_seen);
 	store_turn_free(t);
 	return r;
 }
@@ -674,7 +725,7 @@ int store_commit_id(struct store *s, const char *id, const char *message)
 		safe_close(lfd);
 		return r;
 	}
-	r = commit_dir(s, id ? id : cur, message, NULL);
+	r = commit_dir(s, id ? id : cur, message, NULL, NULL, 0);
 	if (r >= 0 && cur && (!id || strcmp(id, cur) == 0)) {
 		if (unlinkat(s->session_fd, "current", 0) < 0 && errno != ENOENT)
 			r = negative_errno();

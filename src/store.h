@@ -65,6 +65,23 @@ const char *store_turn_id(const struct store_turn *t);
 bool store_turn_recorded(const struct store_turn *t);
 /* Commit (closes the cycle, records the post-state of every touched path) and free. */
 int store_turn_commit(struct store_turn *t, const char *message);
+/*
+ * What one lstat() of a path found, kept small: the fields of its post-state record. A caller
+ * that has just looked at the turn's paths (the git check, when the command has ended) hands
+ * what it saw to the commit, which then records those post-states without looking again.
+ */
+struct store_seen {
+	char *path;
+	uint64_t size, ino, dev, rdev, nlink;
+	struct timespec mtime;
+	uint32_t mode, uid, gid;
+};
+void store_seen_set(struct store_seen *s, const struct stat *st); /* all but path */
+void store_seens_free(struct store_seen *v, size_t n);
+/* store_turn_commit(), with the post-states of the paths in seen (sorted by path, strcmp) taken
+ * from there; a path not in it is looked at, as always. */
+int store_turn_commit_seen(struct store_turn *t, const char *message, const struct store_seen *seen,
+			   size_t n_seen);
 /* Free without committing (the turn stays open: found later by `brokered log`). */
 void store_turn_free(struct store_turn *t);
 

@@ -1450,6 +1450,68 @@ static void test_keep_file(struct store *s)
 	strbuf_free(&q);
 }
 
+/* store_turn_commit_seen(): a path the caller saw a moment ago gets what it saw as its
+ * post-state (no second look), a path it did not see is looked at, and a seen path the turn did
+ * not record adds nothing. */
+static void test_commit_seen(struct store *s)
+{
+	reset_ws();
+	puts_ws("a", "alpha\n");
+	puts_ws("b", "beta\n");
+	puts_ws("c", "gamma\n");
+	struct store_turn *t;
+	bool owned;
+	if (!ok(store_turn_join_or_begin(s, &opts, NULL, "seen", &t, &owned) >= 0,
+		"commit seen: turn"))
+		return;
+	_cleanup_free_ char *id = strdup(store_turn_id(t));
+	ok(op_write(t, "a", "A\n") >= 0 && op_write(t, "b", "B\n") >= 0 &&
+	       op_write(t, "c", "C\n") >= 0,
+	   "commit seen: three changes");
+	struct strbuf pa = STRBUF_INIT, pb = STRBUF_INIT, pc = STRBUF_INIT, pz = STRBUF_INIT;
+	ws_path(&pa, "a");
+	ws_path(&pb, "b");
+	ws_path(&pc, "c");
+	ws_path(&pz, "zz");
+	struct stat sa, sb;
+	ok(lstat(pa.buf, &sa) == 0 && lstat(pb.buf, &sb) == 0, "commit seen: lstat");
+	/* what the caller saw of b differs from the disk: the commit must not look again */
+	sb.st_mode = S_IFREG | 0600;
+	sb.st_size = 99;
+	struct store_seen seen[3] = {{.path = pa.buf}, {.path = pb.buf}, {.path = pz.buf}};
+	store_seen_set(&seen[0], &sa);
+	store_seen_set(&seen[1], &sb);
+	store_seen_set(&seen[2], &sa);
+	ok(unlink(pc.buf) == 0, "commit seen: c removed, unseen");
+	ok(store_turn_commit_seen(t, "seen", seen, 3) >= 0, "commit seen: commit");
+	struct store_record *post = NULL;
+	size_t n = 0;
+	ok(store_turn_post(s, id, &post, &n) >= 0, "commit seen: post-states read");
+	is_int((int)n, 3,
+	       "commit seen: one post-state per recorded path, none for an unrecorded one");
+	const struct store_record *ra = NULL, *rb = NULL, *rc = NULL;
+	for (size_t i = 0; i < n; i++) {
+		if (!strcmp(post[i].path, pa.buf))
+			ra = &post[i];
+		if (!strcmp(post[i].path, pb.buf))
+			rb = &post[i];
+		if (!strcmp(post[i].path, pc.buf))
+			rc = &post[i];
+	}
+	ok(ra && ra->kind == STORE_KIND_FILE && ra->ino == (uint64_t)sa.st_ino && ra->size == 2 &&
+	       ra->mode == (uint32_t)sa.st_mode &&
+	       ra->mtime_ns == (int64_t)sa.st_mtim.tv_sec * 1000000000 + sa.st_mtim.tv_nsec,
+	   "commit seen: a's post-state is what was seen (inode, size, mode, mtime)");
+	ok(rb && rb->mode == (S_IFREG | 0600) && rb->size == 99,
+	   "commit seen: b's post-state is what was seen, not looked at again");
+	ok(rc && rc->kind == STORE_KIND_ABSENT, "commit seen: c, not seen, is looked at: absent");
+	store_records_free(post, n);
+	strbuf_free(&pa);
+	strbuf_free(&pb);
+	strbuf_free(&pc);
+	strbuf_free(&pz);
+}
+
 /* The broker's way in: store_preimage_stat() with STORE_REPLACE | STORE_MOVE moves a file where
  * store_keep_file() can, says so (consumed), and keeps it the other way where it cannot. */
 static void test_keep_file_flag(struct store *s)
@@ -1605,6 +1667,7 @@ int main(void)
 	test_kept_tree(s);
 	test_keep_file(s);
 	test_keep_file_flag(s);
+	test_commit_seen(s);
 	store_close(s);
 	test_keep_file_kill();
 	test_kept();
