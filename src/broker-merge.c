@@ -158,14 +158,17 @@ static int merge_handle(struct merge *m, const struct broker_req *q)
 }
 
 /* Remove trusted.overlay.* from dirfd/name (any type; symlinks through /proc). The names are
- * listed from dirfd (listxattrat(2), Linux 6.13), else through /proc: most entries have none. */
-static int strip_overlay_xattrs(int dirfd, const char *name)
+ * listed from dirfd (listxattrat(2), Linux 6.13), else through /proc: most entries have none.
+ * ret_impure (may be NULL): whether it had "impure" (see dir_impure()). */
+static int strip_overlay_xattrs(int dirfd, const char *name, bool *ret_impure)
 {
 	static bool no_listxattrat;
 	char p[64 + NAME_MAX];
 	snprintf(p, sizeof p, "/proc/self/fd/%d/%s", dirfd, name);
 	char buf[4096];
 	ssize_t n = -1;
+	if (ret_impure)
+		*ret_impure = false;
 	if (!no_listxattrat) {
 		n = syscall(__NR_listxattrat, dirfd, name, AT_SYMLINK_NOFOLLOW, buf, sizeof buf);
 		no_listxattrat = n < 0 && errno == ENOSYS;
@@ -174,11 +177,30 @@ static int strip_overlay_xattrs(int dirfd, const char *name)
 		n = llistxattr(p, buf, sizeof buf);
 	if (n < 0)
 		return errno == ENOTSUP ? 0 : negative_errno();
-	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1)
-		if (strncmp(buf + i, OVERLAY_XATTR_PREFIX, strlen(OVERLAY_XATTR_PREFIX)) == 0 &&
-		    lremovexattr(p, buf + i) < 0 && errno != ENODATA)
+	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1) {
+		if (strncmp(buf + i, OVERLAY_XATTR_PREFIX, strlen(OVERLAY_XATTR_PREFIX)) != 0)
+			continue;
+		if (ret_impure && strcmp(buf + i, OVERLAY_XATTR_PREFIX "impure") == 0)
+			*ret_impure = true;
+		if (lremovexattr(p, buf + i) < 0 && errno != ENODATA)
 			return negative_errno();
+	}
 	return 0;
+}
+
+/*
+ * May an entry of the upper directory fd that is not a directory carry trusted.overlay.*? Only
+ * one that has a copy-up origin does (metacopy and index are off, and the command cannot set
+ * immutable or append-only), and the overlay marks the directory that holds such an entry
+ * "impure" when it copies the entry up in it, or renames or links it in (its readdir needs the
+ * mark). A directory without the mark holds none: its files need no look at their xattrs. An
+ * error other than "no such attribute" says yes: each is looked at.
+ */
+static bool dir_impure(int fd)
+{
+	char v[8];
+	return fgetxattr(fd, OVERLAY_XATTR_PREFIX "impure", v, sizeof v) >= 0 ||
+	       (errno != ENODATA && errno != ENOTSUP);
 }
 
 static enum git_guard_make make_kind(mode_t mode)
@@ -438,9 +460,10 @@ static int tree_allowed(struct merge *m, int up_fd, const char *name, const char
 	return r;
 }
 
-/* Record (absent, logged) and clean every path below the new directory up_fd/name. */
+/* Record (absent, logged) and clean every path below the new directory up_fd/name (impure: it
+ * had the overlay's mark, dir_impure()). */
 static int record_tree(struct merge *m, int up_fd, const char *name, const char *real,
-		       unsigned depth)
+		       unsigned depth, bool impure)
 {
 	DIR *d = opendir_at(up_fd, name);
 	if (!d)
@@ -458,8 +481,9 @@ static int record_tree(struct merge *m, int up_fd, const char *name, const char 
 		if (r >= 0 && de->d_type == DT_UNKNOWN &&
 		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			r = negative_errno();
-		if (r >= 0)
-			r = strip_overlay_xattrs(dirfd(d), de->d_name);
+		bool sub_impure = false;
+		if (r >= 0 && (impure || S_ISDIR(st.st_mode)))
+			r = strip_overlay_xattrs(dirfd(d), de->d_name, &sub_impure);
 		/* Below a directory that does not exist yet: recorded as absent, nothing to open.
 		 */
 		if (r >= 0) {
@@ -471,7 +495,8 @@ static int record_tree(struct merge *m, int up_fd, const char *name, const char 
 		if (r >= 0 && m->b->turn && m->b->cfg.backup_enabled)
 			r = store_preimage_absent(m->b->turn, strbuf_cstr(&sb));
 		if (r >= 0 && S_ISDIR(st.st_mode))
-			r = record_tree(m, dirfd(d), de->d_name, strbuf_cstr(&sb), depth + 1);
+			r = record_tree(m, dirfd(d), de->d_name, strbuf_cstr(&sb), depth + 1,
+					sub_impure);
 		strbuf_free(&sb);
 	}
 	closedir(d);
@@ -488,12 +513,13 @@ static int move_new_dir(struct merge *m, int up_fd, int ws_fd, const char *name,
 	if (r < 0)
 		return r;
 	if (r > 0) {
-		if ((r = strip_overlay_xattrs(up_fd, name)) < 0 ||
+		bool impure;
+		if ((r = strip_overlay_xattrs(up_fd, name, &impure)) < 0 ||
 		    (r = decide_make(m, ws_fd, name, real, ust, NULL, true, NULL)) <= 0)
 			return r;
 		/* the records below it together, before the directory is in place */
 		store_records_hold(m->b->turn);
-		r = record_tree(m, up_fd, name, real, depth + 1);
+		r = record_tree(m, up_fd, name, real, depth + 1, impure);
 		int k = store_records_release(m->b->turn);
 		if (r < 0 || (r = k) < 0)
 			return r;
@@ -542,7 +568,7 @@ static void merge_dir_meta(struct merge *m, const char *real, const struct stat 
 }
 
 static int merge_entry(struct merge *m, int up_fd, int ws_fd, const char *name, const char *real,
-		       unsigned depth)
+		       unsigned depth, bool up_impure)
 {
 	struct stat ust, wst;
 	if (fstatat(up_fd, name, &ust, AT_SYMLINK_NOFOLLOW) < 0)
@@ -608,7 +634,8 @@ static int merge_entry(struct merge *m, int up_fd, int ws_fd, const char *name, 
 	if ((r = strip_setid(m, up_fd, name, &ust)) < 0 ||
 	    (r = decide_make(m, ws_fd, name, real, &ust, exists ? &wst : NULL, true, &moved)) <= 0)
 		return r;
-	if ((r = strip_overlay_xattrs(up_fd, name)) >= 0 && renameat(up_fd, name, ws_fd, name) < 0)
+	if ((!up_impure || (r = strip_overlay_xattrs(up_fd, name, NULL)) >= 0) &&
+	    renameat(up_fd, name, ws_fd, name) < 0)
 		r = negative_errno();
 	if (r < 0) {
 		/* the change did not happen: the old file back in its place */
@@ -627,6 +654,7 @@ static int merge_dir(struct merge *m, int up_fd, int ws_fd, const char *real, un
 	DIR *d = opendir_at(up_fd, ".");
 	if (!d)
 		return negative_errno();
+	bool impure = dir_impure(up_fd);
 	struct dirent *de;
 	int r = 0;
 	while ((errno = 0, de = readdir(d))) {
@@ -635,7 +663,8 @@ static int merge_dir(struct merge *m, int up_fd, int ws_fd, const char *real, un
 		struct strbuf sb = STRBUF_INIT;
 		int k = path_join(real, de->d_name, &sb);
 		if (k >= 0)
-			k = merge_entry(m, up_fd, ws_fd, de->d_name, strbuf_cstr(&sb), depth);
+			k = merge_entry(m, up_fd, ws_fd, de->d_name, strbuf_cstr(&sb), depth,
+					impure);
 		strbuf_free(&sb);
 		/* One change that failed leaves it in the upper layer; the others go on. */
 		note_error(m, k);

@@ -176,6 +176,34 @@ ok $? "(the run had changed it)"
 [ -z "$(ls -A "$XDG_STATE_HOME/brokered/cow" 2>/dev/null)" ]
 ok $? "no overlay layers are left in the state dir"
 
+# ---- the overlay's own attributes stay behind: none reaches the workspace ----
+# The overlay marks what it copies up (origin), a directory renamed from the lower layer
+# (redirect), one made over a removed one (opaque) and a directory that holds such entries
+# (impure); the merge removes them all, from files moved one by one and from new trees moved
+# whole (where only a marked directory's files are looked at).
+setup_marks() {
+	mkdir -p ov/d1/sub ov/d2 && printf 'c\n' >ov/d1/g && printf 'e\n' >ov/d1/sub/h
+	for f in f1 f2 f3 f4 f5 inplace; do printf '%s\n' "$f" >"ov/$f"; done
+}
+cat >"$TEST_DIR/marks.sh" <<'EOF'
+set -e
+cd ov
+printf 'more\n' >>inplace && mkdir -p new/deep/pure && printf 'p\n' >new/deep/pure/p
+printf 'x\n' >>f1 && mv f1 new/ && ln f2 new/deep/l2 && mv d1 new/deep/ && chmod 600 f3
+mv f3 new/deep/ && rm f4 && printf 'z\n' >f4 && rm -rf d2 && mkdir d2 && printf 'y\n' >d2/y
+mkdir new2 && mv f5 new2/ && printf 'in\n' >>new/deep/d1/g
+EOF
+twin_check "copy-ups, renames, links and new trees in the overlay" setup_marks sh "$TEST_DIR/marks.sh"
+marks=$(cd "$TWIN_BRK" && getfattr -R -h -d -m '^trusted\.overlay\.' --absolute-names . 2>&1)
+is "$marks" "" "no trusted.overlay.* attribute on any merged path"
+# the same commands in an overlay of our own: its upper layer has such marks to remove
+mkdir -p "$TEST_DIR/ovl/l" "$TEST_DIR/ovl/u" "$TEST_DIR/ovl/w" "$TEST_DIR/ovl/m"
+(cd "$TEST_DIR/ovl/l" && setup_marks)
+unshare -m sh -c 'mount -t overlay overlay -o "lowerdir=$1/l,upperdir=$1/u,workdir=$1/w,redirect_dir=on,metacopy=off,index=off" "$1/m" && cd "$1/m" && sh "$2"' sh "$TEST_DIR/ovl" "$TEST_DIR/marks.sh"
+marked=$(cd "$TEST_DIR/ovl/u" && getfattr -R -h -m '^trusted\.overlay\.(origin|redirect|opaque)' --absolute-names . 2>/dev/null | grep -c '^# file:')
+[ "$marked" -ge 6 ]
+ok $? "(an overlay marks such paths in its upper layer: $marked here)"
+
 # ---- git: a repository made, committed, branched, a directory moved ----
 if command -v git >/dev/null; then
 	setup_git() { mkdir -p pkg && printf 'v1\n' >pkg/m.c; }
