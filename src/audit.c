@@ -101,12 +101,18 @@ void audit_log(struct audit *a, const struct audit_record *rec)
 		a->cached_sec = ts.tv_sec;
 	}
 	struct strbuf *sb = &a->buf;
-	strbuf_printf(sb, "ts=%s.%06ldZ", a->cached_ts, ts.tv_nsec / 1000);
+	strbuf_appends(sb, "ts=");
+	strbuf_appends(sb, a->cached_ts);
+	strbuf_appendc(sb, '.');
+	strbuf_append_u64(sb, (uint64_t)ts.tv_nsec / 1000, 10, 6);
+	strbuf_appendc(sb, 'Z');
 	kv(sb, "phase", rec->phase);
 	kv(sb, "session", a->session);
 	kv(sb, "toolCall", a->tool_call);
-	if (rec->pid)
-		strbuf_printf(sb, " pid=%d", rec->pid);
+	if (rec->pid) {
+		strbuf_appends(sb, " pid=");
+		strbuf_append_i64(sb, rec->pid);
+	}
 	kv(sb, "op", rec->op);
 	kv(sb, "path", rec->path);
 	kv(sb, "normalisedPath", rec->normalised);
@@ -118,7 +124,9 @@ void audit_log(struct audit *a, const struct audit_record *rec)
 		strbuf_appendc(sb, ' ');
 		strbuf_appends(sb, rec->extra);
 	}
-	strbuf_printf(sb, " us=%llu\n", (unsigned long long)rec->us);
+	strbuf_appends(sb, " us=");
+	strbuf_append_u64(sb, rec->us, 10, 0);
+	strbuf_appendc(sb, '\n');
 	if (sb->oom) {
 		/* Out of memory: drop what is buffered rather than write a torn line. */
 		strbuf_free(sb);

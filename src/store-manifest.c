@@ -116,9 +116,17 @@ int store_line_begin(struct strbuf *out, size_t *ret_start)
 	return strbuf_appends(out, "B1");
 }
 
+/* " key=" */
+static int line_key(struct strbuf *out, const char *key)
+{
+	int r = strbuf_appendc(out, ' ');
+	r = r < 0 ? r : strbuf_appends(out, key);
+	return r < 0 ? r : strbuf_appendc(out, '=');
+}
+
 int store_line_kv(struct strbuf *out, const char *key, const char *value, size_t n)
 {
-	int r = strbuf_printf(out, " %s=", key);
+	int r = line_key(out, key);
 	return r < 0 ? r : escape_append(out, value, n);
 }
 
@@ -129,7 +137,8 @@ int store_line_kvs(struct strbuf *out, const char *key, const char *value)
 
 int store_line_kvu(struct strbuf *out, const char *key, uint64_t v)
 {
-	return strbuf_printf(out, " %s=%" PRIu64, key, v);
+	int r = line_key(out, key);
+	return r < 0 ? r : strbuf_append_u64(out, v, 10, 0);
 }
 
 int store_line_end(struct strbuf *out, size_t start)
@@ -137,7 +146,9 @@ int store_line_end(struct strbuf *out, size_t start)
 	if (out->oom)
 		return -ENOMEM;
 	uint32_t crc = store_crc32(out->buf + start, out->len - start);
-	return strbuf_printf(out, " x=%08" PRIx32 "\n", crc);
+	int r = strbuf_appends(out, " x=");
+	r = r < 0 ? r : strbuf_append_u64(out, crc, 16, 8);
+	return r < 0 ? r : strbuf_appendc(out, '\n');
 }
 
 int store_record_format(const struct store_record *r, struct strbuf *out)
@@ -150,10 +161,12 @@ int store_record_format(const struct store_record *r, struct strbuf *out)
 		if (r->hash[0])
 			e = e < 0 ? e : store_line_kvs(out, "h", r->hash);
 		e = e < 0 ? e : store_line_kvu(out, "s", r->size);
-		e = e < 0 ? e : strbuf_printf(out, " m=%" PRIo32, r->mode);
+		e = e < 0 ? e : line_key(out, "m");
+		e = e < 0 ? e : strbuf_append_u64(out, r->mode, 8, 0);
 		e = e < 0 ? e : store_line_kvu(out, "u", r->uid);
 		e = e < 0 ? e : store_line_kvu(out, "g", r->gid);
-		e = e < 0 ? e : strbuf_printf(out, " t=%" PRId64, r->mtime_ns);
+		e = e < 0 ? e : line_key(out, "t");
+		e = e < 0 ? e : strbuf_append_i64(out, r->mtime_ns);
 		if (r->ino)
 			e = e < 0 ? e : store_line_kvu(out, "i", r->ino);
 		if (r->nlink > 1)

@@ -56,6 +56,30 @@ int strbuf_appendc(struct strbuf *sb, char c)
 	return strbuf_append(sb, &c, 1);
 }
 
+int strbuf_append_u64(struct strbuf *sb, uint64_t v, unsigned base, unsigned width)
+{
+	char d[64]; /* 2^64 in base 8 has 22 digits; width is capped to what fits */
+	size_t n = 0;
+	if (base != 8 && base != 10 && base != 16)
+		return -EINVAL;
+	do {
+		d[sizeof d - ++n] = "0123456789abcdef"[v % base];
+		v /= base;
+	} while (v);
+	while (n < width && n < sizeof d)
+		d[sizeof d - ++n] = '0';
+	return strbuf_append(sb, d + sizeof d - n, n);
+}
+
+int strbuf_append_i64(struct strbuf *sb, int64_t v)
+{
+	if (v >= 0)
+		return strbuf_append_u64(sb, (uint64_t)v, 10, 0);
+	int r = strbuf_appendc(sb, '-');
+	/* -(v + 1) + 1: INT64_MIN too */
+	return r < 0 ? r : strbuf_append_u64(sb, (uint64_t) - (v + 1) + 1, 10, 0);
+}
+
 int strbuf_vprintf(struct strbuf *sb, const char *fmt, va_list ap)
 {
 	if (sb->oom)

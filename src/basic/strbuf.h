@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "macro.h"
 
@@ -24,6 +25,11 @@ int strbuf_reserve(struct strbuf *sb, size_t extra);
 int strbuf_append(struct strbuf *sb, const void *data, size_t n);
 int strbuf_appends(struct strbuf *sb, const char *s);
 int strbuf_appendc(struct strbuf *sb, char c);
+/* A number in base 8, 10 or 16 (lower case), at least width digits (zero-padded): what
+ * printf's %o, %u and %0*x give, without printf (the store's lines and the audit log are written
+ * a few numbers per change). */
+int strbuf_append_u64(struct strbuf *sb, uint64_t v, unsigned base, unsigned width);
+int strbuf_append_i64(struct strbuf *sb, int64_t v);
 int strbuf_printf(struct strbuf *sb, const char *fmt, ...) _printf_(2, 3);
 int strbuf_vprintf(struct strbuf *sb, const char *fmt, va_list ap) _printf_(2, 0);
 /* Contents as a C string ("" for an empty buffer); NULL only after an allocation failure. */

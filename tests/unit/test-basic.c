@@ -3,6 +3,7 @@
  * escape. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,6 +278,48 @@ static void strbuf_formats(void)
 	strbuf_free(&sb);
 }
 
+/* strbuf_append_u64() and _i64() give what printf's %o, %u, %0*x and PRId64 give. */
+static void strbuf_numbers(void)
+{
+	static const uint64_t us[] = {
+	    0,		1,	   7,	8,    9,       10,	    15,
+	    16,		255,	   256, 0777, 0100644, 4294967295u, 4294967296ull,
+	    1ull << 63, UINT64_MAX};
+	static const int64_t is[] = {0, -1, 1, -9, 10, INT64_MAX, INT64_MIN, -1500000000};
+	bool same = true;
+	for (size_t i = 0; i < ELEMENTSOF(us); i++)
+		for (unsigned w = 0; w <= 24; w += 8) {
+			struct strbuf sb = STRBUF_INIT;
+			char want[128];
+			snprintf(want, sizeof want, "%0*" PRIo64 "|%0*" PRIu64 "|%0*" PRIx64,
+				 (int)w, us[i], (int)w, us[i], (int)w, us[i]);
+			strbuf_append_u64(&sb, us[i], 8, w);
+			strbuf_appendc(&sb, '|');
+			strbuf_append_u64(&sb, us[i], 10, w);
+			strbuf_appendc(&sb, '|');
+			strbuf_append_u64(&sb, us[i], 16, w);
+			if (strcmp(strbuf_cstr(&sb), want) != 0) {
+				printf("# got %s, want %s\n", strbuf_cstr(&sb), want);
+				same = false;
+			}
+			strbuf_free(&sb);
+		}
+	ok(same, "strbuf_append_u64: as %%o, %%u and %%x, zero-padded to a width");
+	same = true;
+	for (size_t i = 0; i < ELEMENTSOF(is); i++) {
+		struct strbuf sb = STRBUF_INIT;
+		char want[32];
+		snprintf(want, sizeof want, "%" PRId64, is[i]);
+		strbuf_append_i64(&sb, is[i]);
+		same = same && strcmp(strbuf_cstr(&sb), want) == 0;
+		strbuf_free(&sb);
+	}
+	ok(same, "strbuf_append_i64: as %%" PRId64 ", INT64_MIN too");
+	struct strbuf sb = STRBUF_INIT;
+	is_int(strbuf_append_u64(&sb, 5, 2, 0), -EINVAL, "strbuf_append_u64: only bases 8, 10, 16");
+	strbuf_free(&sb);
+}
+
 /* escape_append(): bytes that need no escape are kept, the others become \xHH; it reverses. */
 static void escapes(void)
 {
@@ -315,6 +358,7 @@ int main(void)
 {
 	string_table();
 	strbuf_formats();
+	strbuf_numbers();
 	escapes();
 	hex_and_names();
 	nonblock();

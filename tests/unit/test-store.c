@@ -359,6 +359,26 @@ static void test_manifest(void)
 	   "corrupt record rejected by checksum");
 	store_records_free(v, n);
 	strbuf_free(&sb);
+	/* the line as the format (store-manifest.c) says, byte for byte */
+	struct store_record g = {.kind = STORE_KIND_OTHER,
+				 .path = (char *)"/w/a b",
+				 .size = 0,
+				 .mode = 020640,
+				 .uid = 4294967294u,
+				 .gid = 0,
+				 .mtime_ns = -1500000000,
+				 .ino = 18446744073709551615ull,
+				 .rdev = 0x10300};
+	const char *want = "B1 k=other p=/w/a\\x20b s=0 m=20640 u=4294967294 g=0 t=-1500000000 "
+			   "i=18446744073709551615 r=66304";
+	char crc[16];
+	snprintf(crc, sizeof crc, " x=%08x\n", store_crc32(want, strlen(want)));
+	ok(store_record_format(&g, &sb) >= 0, "a record of every number field formats");
+	_cleanup_free_ char *golden = NULL;
+	ok(asprintf(&golden, "%s%s", want, crc) > 0, "(the expected line)");
+	is_str(strbuf_cstr(&sb), golden,
+	       "the line: octal mode, signed mtime, 64-bit inode, checksum");
+	strbuf_free(&sb);
 	is_int(store_clamp_max_size_mb(0, false), 10 << 20, "maxSizeMB default");
 	is_int(store_clamp_max_size_mb(5000, true), 1024ull << 20, "maxSizeMB clamped");
 	ok(store_id_valid("20261201-194512-ab12") && !store_id_valid("../x") && !store_id_valid(""),
