@@ -218,6 +218,31 @@ EOF
 	twin_check "git init, commit, branch, git mv of a directory, checkout" setup_git sh "$TEST_DIR/git.sh"
 	is "$(git -C "$TWIN_BRK" log --format=%H topic)" "$(git -C "$TWIN_NAT" log --format=%H topic)" \
 		"the user's git reads the same history"
+	# git at work on a repository the workspace had: what it rewrites, moves and links is
+	# copied up by the overlay (and marked there), and merged back without the marks
+	setup_repo() {
+		export GIT_AUTHOR_DATE='2001-01-01T00:00:00Z' GIT_COMMITTER_DATE='2001-01-01T00:00:00Z'
+		mkdir -p src/basic doc && printf 'a\n' >src/basic/a.c && printf 'm\n' >src/main.c
+		printf 'r\n' >README && git init -q -b main . && git add -A &&
+			git -c user.name=t -c user.email=t@e commit -qm one
+	}
+	cat >"$TEST_DIR/git-repo.sh" <<'EOF'
+set -e
+export GIT_AUTHOR_DATE='2001-01-01T00:00:00Z' GIT_COMMITTER_DATE='2001-01-01T00:00:00Z'
+g() { git -c user.name=t -c user.email=t@e "$@"; }
+g checkout -qb work && g mv src/basic src/base && printf 'more\n' >>README
+g stash -q && g stash pop -q && g commit -qam moved && g checkout -q main
+printf 'main\n' >>src/main.c && g commit -qam main && g merge -q --no-edit work
+mkdir -p doc/deep && ln src/main.c doc/deep/main-link && mv src/base doc/deep/ && g gc -q
+g log --oneline | wc -l
+rm .git/index # a cache of inode numbers and times, never the same twice
+EOF
+	twin_check "git on a repository the workspace had: branch, mv, stash, merge, gc" setup_repo \
+		sh "$TEST_DIR/git-repo.sh"
+	is "$(git -C "$TWIN_BRK" log --format=%H main)" "$(git -C "$TWIN_NAT" log --format=%H main)" \
+		"  the user's git reads the same history"
+	marks=$(cd "$TWIN_BRK" && getfattr -R -h -d -m '^trusted\.overlay\.' --absolute-names . 2>&1)
+	is "$marks" "" "  no trusted.overlay.* attribute left by git's changes"
 fi
 
 # ---- the policy at the merge: refused, prompted, set-ID ----
