@@ -285,6 +285,19 @@ static const char *errno_name(int e)
 	}
 }
 
+/* Append key and value to buf (size cap, *at bytes used, NUL-terminated), cut at the end as
+ * snprintf() would: the audit line's extra fields, on every brokered call. */
+static void extra_put(char *buf, size_t cap, size_t *at, const char *key, const char *value)
+{
+	const char *parts[] = {key, value};
+	for (size_t i = 0; i < ELEMENTSOF(parts); i++) {
+		size_t k = strnlen(parts[i], cap - 1 - *at);
+		memcpy(buf + *at, parts[i], k);
+		*at += k;
+	}
+	buf[*at] = '\0';
+}
+
 void broker_log_op(struct broker_call *c, int result)
 {
 	struct broker *b = c->b;
@@ -319,16 +332,15 @@ void broker_log_op(struct broker_call *c, int result)
 		snprintf(res, sizeof res, "errno%d", -result);
 		rn = res;
 	}
-	char extra[1024] = "";
-	int n = 0;
-	n += snprintf(extra + n, sizeof extra - (size_t)n, "syscall=%s",
-		      q->syscall_name ? q->syscall_name : "-");
+	char extra[1024];
+	size_t n = 0;
+	extra_put(extra, sizeof extra, &n, "syscall=", q->syscall_name ? q->syscall_name : "-");
 	if (l->reason)
-		n += snprintf(extra + n, sizeof extra - (size_t)n, " rule=%s", l->reason);
-	if (l->backup && n < (int)sizeof extra)
-		n += snprintf(extra + n, sizeof extra - (size_t)n, " backup=%s", l->backup);
-	if (c->door && c->door->extra && n < (int)sizeof extra)
-		snprintf(extra + n, sizeof extra - (size_t)n, " %s", c->door->extra);
+		extra_put(extra, sizeof extra, &n, " rule=", l->reason);
+	if (l->backup)
+		extra_put(extra, sizeof extra, &n, " backup=", l->backup);
+	if (c->door && c->door->extra)
+		extra_put(extra, sizeof extra, &n, " ", c->door->extra);
 	if (c->door)
 		broker_door_capture(c->door, l);
 	struct audit_record rec = {
