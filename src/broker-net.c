@@ -236,7 +236,7 @@ out:
 }
 
 /* The address that reaches the socket file behind our O_PATH fd, whatever its path now is. */
-static socklen_t proc_fd_addr(int fd, struct sockaddr_un *u)
+socklen_t broker_unix_fd_addr(int fd, struct sockaddr_un *u)
 {
 	*u = (struct sockaddr_un){.sun_family = AF_UNIX};
 	int n = snprintf(u->sun_path, sizeof u->sun_path, "/proc/self/fd/%d", fd);
@@ -272,9 +272,12 @@ static bool in_sandbox(pid_t pid)
 /*
  * connect() on our copy of the socket without ever blocking the broker: a blocking socket is
  * switched to non-blocking for the call only (the flag belongs to the shared file description).
- * A connection in progress for a blocking caller is answered when it completes (DEFER).
+ * A connection in progress for a blocking caller is answered when it completes (DEFER); so is a
+ * Unix connect that finds the listener's backlog full (EAGAIN), which natively waits for room: it
+ * is made again, blocking, by a thread of the supervisor, through *unix_fd (taken).
  */
-static int do_connect(int sock, const struct sockaddr *a, socklen_t len, struct broker_resp *resp)
+static int do_connect(int sock, const struct sockaddr *a, socklen_t len, int *unix_fd,
+		      struct broker_resp *resp)
 {
 	int fl = fcntl(sock, F_GETFL);
 	if (fl < 0)
@@ -285,9 +288,11 @@ static int do_connect(int sock, const struct sockaddr *a, socklen_t len, struct 
 	int r = connect(sock, a, len) < 0 ? -errno : 0;
 	if (blocking)
 		(void)fcntl(sock, F_SETFL, fl);
-	if (r == -EINPROGRESS && blocking) {
+	if (blocking && (r == -EINPROGRESS || (r == -EAGAIN && unix_fd))) {
 		resp->kind = BROKER_RESP_DEFER;
 		resp->defer_connect = true;
+		if (r == -EAGAIN)
+			resp->defer_unix_fd = TAKE_FD(*unix_fd);
 		resp->fd = fcntl(sock, F_DUPFD_CLOEXEC, 3);
 		return resp->fd < 0 ? -errno : 1;
 	}
@@ -303,7 +308,7 @@ static int net_connect(struct net_op *o, int sock, int family, struct broker_res
 	if (a->sa_family == AF_UNSPEC) { /* dissolve a datagram socket's association */
 		snprintf(o->shown, sizeof o->shown, "unspec:");
 		o->decision = "allow";
-		return do_connect(sock, a, q->addrlen, resp);
+		return do_connect(sock, a, q->addrlen, NULL, resp);
 	}
 	if (family == AF_UNIX) {
 		if (a->sa_family != AF_UNIX)
@@ -325,7 +330,9 @@ static int net_connect(struct net_op *o, int sock, int family, struct broker_res
 				o->rule = "abstract:datagram";
 				return -EPERM;
 			}
-			r = do_connect(sock, a, q->addrlen, resp);
+			/* (a full backlog answers EAGAIN here: the peer is checked once connected)
+			 */
+			r = do_connect(sock, a, q->addrlen, NULL, resp);
 			if (r != 0)
 				return r == 1 ? -EAGAIN : r;
 			struct ucred cr;
@@ -345,23 +352,22 @@ static int net_connect(struct net_op *o, int sock, int family, struct broker_res
 		if (target < 0)
 			return target;
 		struct sockaddr_un u;
-		socklen_t ul = proc_fd_addr(target, &u);
-		r = do_connect(sock, (struct sockaddr *)&u, ul, resp);
-		return r == 1 ? -EAGAIN : r; /* a Unix connect does not stay in progress */
+		socklen_t ul = broker_unix_fd_addr(target, &u);
+		return do_connect(sock, (struct sockaddr *)&u, ul, &target, resp);
 	}
 	if (family == AF_INET || family == AF_INET6) {
 		show_inet(o, a, q->addrlen);
 		enum net_verdict v =
 		    o->cfg->net ? net_decide_inet(o->cfg->net, a, q->addrlen, &o->rule) : NET_DENY;
 		o->decision = v == NET_ALLOW ? "allow" : "deny";
-		return v == NET_ALLOW ? do_connect(sock, a, q->addrlen, resp) : -EACCES;
+		return v == NET_ALLOW ? do_connect(sock, a, q->addrlen, NULL, resp) : -EACCES;
 	}
 	/* Netlink and the other local families: no path, no network (the others are refused at
 	 * socket() outside "allow" mode). */
 	snprintf(o->shown, sizeof o->shown, "family:%d", family);
 	o->rule = "family:local";
 	o->decision = "allow";
-	return do_connect(sock, a, q->addrlen, resp);
+	return do_connect(sock, a, q->addrlen, NULL, resp);
 }
 
 /*
@@ -487,7 +493,7 @@ static int decide_dest(struct net_op *o, int family, const struct sockaddr *a, s
 		snprintf(o->shown, sizeof o->shown, "%s", path);
 		int fd = open_unix_target(o, path);
 		if (fd >= 0)
-			*ret_len = proc_fd_addr(fd, ret_u);
+			*ret_len = broker_unix_fd_addr(fd, ret_u);
 		return fd;
 	}
 	if (family == AF_INET || family == AF_INET6) {
@@ -662,8 +668,7 @@ void broker_net_handle(const struct broker_config *cfg, struct audit *audit, int
 {
 	struct net_op o = {.cfg = cfg, .audit = audit, .root_fd = root_fd, .q = q};
 	clock_gettime(CLOCK_MONOTONIC, &o.t0);
-	*resp = (struct broker_resp){
-	    .kind = BROKER_RESP_ERROR, .value = -EACCES, .fd = -1, .created_parent_fd = -1};
+	*resp = BROKER_RESP_INIT(BROKER_RESP_ERROR, -EACCES);
 	snprintf(o.shown, sizeof o.shown, "fd:%d", q->fd);
 	int r;
 	_cleanup_close_ int sock = take_socket(q->tid, q->notif, q->fd);
@@ -692,8 +697,7 @@ void broker_net_handle(const struct broker_config *cfg, struct audit *audit, int
 done:
 	if (r < 0) {
 		broker_resp_done(resp);
-		*resp = (struct broker_resp){
-		    .kind = BROKER_RESP_ERROR, .value = r, .fd = -1, .created_parent_fd = -1};
+		*resp = BROKER_RESP_INIT(BROKER_RESP_ERROR, r);
 	} else if (resp->kind == BROKER_RESP_ERROR) {
 		resp->kind = BROKER_RESP_VALUE;
 		resp->value = 0;

@@ -149,6 +149,7 @@ void broker_add_prompt(struct broker *b, const char *path, unsigned access, cons
 void broker_resp_done(struct broker_resp *resp)
 {
 	resp->fd = safe_close(resp->fd);
+	resp->defer_unix_fd = safe_close(resp->defer_unix_fd);
 	resp->created_parent_fd = safe_close(resp->created_parent_fd);
 	free(resp->created_name);
 	resp->created_name = NULL;
@@ -673,8 +674,7 @@ static void count_result(struct broker_call *c, int r)
 void broker_handle_call(struct broker *b, struct broker_door *door, const struct broker_req *q,
 			struct broker_resp *resp)
 {
-	*resp = (struct broker_resp){
-	    .kind = BROKER_RESP_ERROR, .value = -EACCES, .fd = -1, .created_parent_fd = -1};
+	*resp = BROKER_RESP_INIT(BROKER_RESP_ERROR, -EACCES);
 	b->stats.requests++;
 	if (q->op >= BROKER_OP_CONNECT) { /* sockets: broker-net.c */
 		broker_net_handle(&b->cfg, b->audit, b->root_fd, q, resp);
@@ -694,8 +694,7 @@ void broker_handle_call(struct broker *b, struct broker_door *door, const struct
 		r = broker_ops_perform(&c);
 	if (r == -EINPROGRESS && b->batch) {
 		broker_resp_done(resp);
-		*resp = (struct broker_resp){
-		    .kind = BROKER_RESP_RETRY, .fd = -1, .created_parent_fd = -1};
+		*resp = BROKER_RESP_INIT(BROKER_RESP_RETRY, 0);
 		b->stats.requests--; /* counted when it is handled again */
 		broker_call_end(&c);
 		return;

@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -101,11 +102,18 @@ struct broker_resp {
 	int defer_flags;
 	bool defer_connect; /* DEFER of a connect in progress: fd is the socket; answer its SO_ERROR
 			     * once it is writable */
+	int defer_unix_fd;  /* DEFER of a Unix connect that found the listener's backlog full: fd is
+			     * the socket, this an O_PATH fd of the socket file; the supervisor
+			     * connects again, blocking, as the target's own connect would wait */
 	/* For BROKER_RESP_FD: a file the broker created, removed again if the fd cannot be
 	 * installed (the target vanished). */
 	int created_parent_fd;
 	char *created_name;
 };
+
+#define BROKER_RESP_INIT(k, v)                                                                     \
+	((struct broker_resp){                                                                     \
+	    .kind = (k), .value = (v), .fd = -1, .defer_unix_fd = -1, .created_parent_fd = -1})
 
 struct broker_config {
 	const char *workspace; /* real path */
@@ -151,6 +159,10 @@ void broker_set_batch(struct broker *b, bool on);
 int broker_batch_sync(struct broker *b, size_t n_requests);
 /* Called after a BROKER_RESP_FD response could not be delivered. */
 void broker_undo_creation(struct broker *b, struct broker_resp *resp);
+/* The address that reaches the Unix socket file behind the O_PATH fd, whatever its path now is
+ * (through /proc/self/fd: the broker's own process). */
+struct sockaddr_un;
+socklen_t broker_unix_fd_addr(int fd, struct sockaddr_un *u);
 void broker_resp_done(struct broker_resp *resp);
 const struct broker_stats *broker_get_stats(const struct broker *b);
 

@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "basic/fd-util.h"
@@ -45,6 +46,7 @@ struct fifo_wait {
 	int flags;
 	bool cloexec;
 	bool connect; /* a connect in progress: answer the socket's SO_ERROR once it is writable */
+	int unix_fd;  /* or a Unix connect to make again, blocking: O_PATH fd of the socket file */
 	bool cancelled;
 	pthread_t thread;
 	int result;  /* the fd (0 for a connect), or -errno */
@@ -205,7 +207,14 @@ static void *fifo_wait_thread(void *arg)
 	sigemptyset(&set);
 	sigaddset(&set, FIFO_CANCEL_SIGNAL);
 	(void)pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-	if (w->connect) {
+	if (w->connect && w->unix_fd >= 0) {
+		/* Blocks until the listener has room, as the target's own connect would. */
+		struct sockaddr_un u;
+		socklen_t l = broker_unix_fd_addr(w->unix_fd, &u);
+		w->result = __atomic_load_n(&w->cancelled, __ATOMIC_ACQUIRE)	? -EINTR
+			    : connect(w->path_fd, (struct sockaddr *)&u, l) < 0 ? -errno
+										: 0;
+	} else if (w->connect) {
 		/* Blocks until the connect the broker started completes, as the target's would. */
 		struct pollfd p = {.fd = w->path_fd, .events = POLLOUT};
 		int err = 0;
@@ -245,6 +254,7 @@ static void fifo_wait_start(struct supervisor *s, uint64_t id, pid_t tid, struct
 				.flags = br->defer_flags,
 				.cloexec = br->cloexec,
 				.connect = br->defer_connect,
+				.unix_fd = TAKE_FD(br->defer_unix_fd),
 				.done_fd = s->waits_pipe[1]};
 	/* The target thread's pidfd; before 6.9 only a thread-group leader has one. */
 	w->pidfd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
@@ -256,6 +266,7 @@ static void fifo_wait_start(struct supervisor *s, uint64_t id, pid_t tid, struct
 	/* Killed before its pidfd was taken: nobody waits any more. */
 	if (proc_target_still_valid(&(struct notif_ref){s->listener, id}) < 0) {
 		safe_close(w->path_fd);
+		safe_close(w->unix_fd);
 		safe_close(w->pidfd);
 		free(w);
 		return;
@@ -268,6 +279,7 @@ static void fifo_wait_start(struct supervisor *s, uint64_t id, pid_t tid, struct
 	(void)pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r != 0) {
 		safe_close(w->path_fd);
+		safe_close(w->unix_fd);
 		safe_close(w->pidfd);
 		free(w);
 		respond(s, id, 0, -EAGAIN, 0);
@@ -314,6 +326,7 @@ int supervisor_fifo_done(struct supervisor *s)
 		if (w->result >= 0 && !w->connect)
 			close(w->result);
 		safe_close(w->path_fd);
+		safe_close(w->unix_fd);
 		safe_close(w->pidfd); /* closing drops it from the epoll set */
 		for (size_t i = 0; i < s->n_waits; i++)
 			if (s->waits[i] == w) {

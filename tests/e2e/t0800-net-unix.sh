@@ -121,6 +121,59 @@ sleep 0.3
 ok $? "symlink race: the daemon received nothing"
 rm -f "$WS/real.sock" "$WS/race.sock" "$WS/race.sock.tmp"
 
+# a listener whose backlog is full: a blocking connect waits for room as natively (it was answered
+# EAGAIN), one with SO_SNDTIMEO gives up with EAGAIN when it ends, a non-blocking one at once
+cat >"$OUTSIDE/backlog.py" <<'PY'
+import os, socket, struct, sys, threading, time
+path = os.path.join(sys.argv[1], "backlog.sock")
+srv = socket.socket(socket.AF_UNIX); srv.bind(path); srv.listen(0)
+held = [socket.socket(socket.AF_UNIX)]
+held[0].connect(path)  # the backlog of one is full now
+def attempt(label, nonblock=False, timeo=False):
+    c = socket.socket(socket.AF_UNIX)
+    c.setblocking(not nonblock)
+    if timeo:
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 0, 200000))
+    try:
+        c.connect(path); r = "connected"
+    except OSError as e:
+        r = os.strerror(e.errno)
+    held.append(c)
+    print(label, r)
+attempt("nonblocking:", nonblock=True)
+attempt("timeout:", timeo=True)
+def later():
+    time.sleep(0.3)
+    while True:
+        srv.accept()
+threading.Thread(target=later, daemon=True).start()
+attempt("blocking:")
+PY
+want=$(cd "$TEST_DIR" && rm -f backlog.sock && python3 "$OUTSIDE/backlog.py" "$TEST_DIR")
+is "$want" "nonblocking: Resource temporarily unavailable
+timeout: Resource temporarily unavailable
+blocking: connected" "full backlog: natively as expected"
+is "$(brk run -- python3 "$OUTSIDE/backlog.py" "$WS" 2>&1 </dev/null)" "$want" \
+	"full backlog: a blocking connect waits for room, with SO_SNDTIMEO or non-blocking EAGAIN, as natively"
+rm -f "$WS/backlog.sock"
+# a command killed while its connect waits for room: the run ends, its wait with it
+cat >"$OUTSIDE/stuck.py" <<'PY'
+import os, signal, socket, sys, time
+path = os.path.join(sys.argv[1], "stuck.sock")
+srv = socket.socket(socket.AF_UNIX); srv.bind(path); srv.listen(0)
+a = socket.socket(socket.AF_UNIX); a.connect(path)
+pid = os.fork()
+if pid == 0:
+    socket.socket(socket.AF_UNIX).connect(path)
+    os._exit(0)
+time.sleep(0.3)
+os.kill(pid, signal.SIGKILL)
+print("reaped", os.waitpid(pid, 0)[1] == signal.SIGKILL)
+PY
+is "$(timeout 30 "$BROKERED" run -- python3 "$OUTSIDE/stuck.py" "$WS" 2>&1 </dev/null)" "reaped True" \
+	"a command killed in a connect that waits for room is reaped, and the run ends"
+rm -f "$WS/stuck.sock"
+
 # ---- on a terminal: the dialog; "allow for this session" is remembered
 if command -v tmux >/dev/null 2>&1; then
 	sock="$TEST_DIR/tmux.sock"
