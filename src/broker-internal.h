@@ -23,6 +23,13 @@
 #include "git-guard.h"
 #include "resolve.h"
 
+/* A file the broker created for a target, while it is among the last few (broker-ops.c). */
+#define BROKER_CREATED_MAX 8
+struct broker_created {
+	int fd;	    /* our reference to the open file installed in the target; -1: a free slot */
+	char *real; /* the path it was created at */
+};
+
 struct broker {
 	struct broker_config cfg;
 	struct audit *audit;
@@ -45,6 +52,9 @@ struct broker {
 		ino_t ino;
 	} * shm_own; /* the objects this run created in /dev/shm (broker-shm.c) */
 	size_t n_shm_own, cap_shm_own;
+	struct broker_created created[BROKER_CREATED_MAX];
+	unsigned created_next; /* the slot the next one takes (the oldest) */
+	pid_t pid;	       /* our own, for kcmp() */
 };
 
 enum decision {
@@ -95,6 +105,7 @@ struct broker_call {
 	const struct broker_req *q;
 	struct broker_resp *resp;
 	struct resolved res, res2; /* what the operation resolved: alive until its audit line */
+	bool res_open; /* res.obj_fd is an open file of ours (borrowed, not O_PATH): f*() on it */
 	struct op_log log;
 	struct timespec t0;
 };
@@ -153,6 +164,8 @@ int broker_keep_tree(struct broker *b, int parent_fd, const char *name, const ch
  * its place (the change did not happen). */
 int broker_unkeep_file(struct broker *b, int parent_fd, const char *name);
 /* The same for a name resolve_path() has just looked at: the store need not look again. */
+/* Forget the files broker_created remembers (a rename or an unlink: their paths may change). */
+void broker_created_forget(struct broker *b);
 int broker_before_change_res(struct broker_call *c, const struct resolved *res, unsigned flags);
 
 /* Handle one request; door is NULL for the seccomp door. */

@@ -9,10 +9,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/kcmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -25,6 +27,7 @@
 #include "broker-internal.h"
 #include "git-guard.h"
 #include "policy.h"
+#include "proc.h"
 #include "store.h"
 #include "trash.h"
 
@@ -150,6 +153,8 @@ static int open_magic(struct broker_call *c)
 	return 0;
 }
 
+static void created_remember(struct broker_call *c, int fd, const struct resolved *res);
+
 /* O_CREAT of a name that does not exist. 1: created meanwhile by someone else, resolve again. */
 static int open_create(struct broker_call *c)
 {
@@ -179,6 +184,7 @@ static int open_create(struct broker_call *c)
 			return 1;
 		return negative_errno();
 	}
+	created_remember(c, fd, res);
 	answer_fd(c, fd);
 	c->resp->created_parent_fd = TAKE_FD(res->parent_fd);
 	c->resp->created_name = TAKE_PTR(res->name);
@@ -316,6 +322,7 @@ int broker_trash_move(struct broker_call *c, struct resolved *res, char **ret_tr
 	int r = broker_before_change_res(c, res, isdir ? STORE_TREE : 0);
 	if (r < 0)
 		return r;
+	broker_created_forget(c->b); /* a path goes */
 	return trash_put_at(res->parent_fd, res->name, res->real, ret_trashed);
 }
 
@@ -324,6 +331,7 @@ static int do_unlink(struct broker_call *c)
 	const struct broker_req *q = c->q;
 	struct resolved *res = &c->res;
 	bool rmdir_ = q->flags & AT_REMOVEDIR;
+	broker_created_forget(c->b); /* a path goes */
 	struct resolve_ctx ctx = broker_call_resolve_ctx(c);
 	int r = resolve_path(&ctx, q->dirfd, q->path, 0, res);
 	if (r < 0)
@@ -540,6 +548,7 @@ static int do_rename(struct broker_call *c)
 	enum decision d1, d2;
 	if ((r = rename_decide(c, &d1, &d2)) < 0)
 		return r;
+	broker_created_forget(c->b); /* paths move */
 	if (d1 == DECIDE_KERNEL && d2 == DECIDE_KERNEL) {
 		c->log.decision = DECIDE_KERNEL;
 		c->resp->kind = BROKER_RESP_CONTINUE;
@@ -695,14 +704,96 @@ static int do_link(struct broker_call *c)
 	return 0;
 }
 
+/* ---- the files created last: their fd-form metadata calls found without /proc ---- */
+
+/*
+ * untar and sed -i follow each file they create with fd-form metadata calls (futimens, fchown,
+ * fchmod, fsetxattr) on the fd the broker installed. The broker keeps its own reference to the
+ * last few of those open files and the path it created each at: kcmp(KCMP_FILE) tells in one call
+ * that the target's fd is that very open file, where resolving it through /proc took four (open
+ * /proc/TID/fd/N, check the notification, stat, read our fd's link), each a costly round trip on
+ * a paravirtualised guest. A path changes only by a rename or an unlink, and every one in the
+ * sandbox is brokered: each forgets them all. (A file renamed by a process outside the sandbox is
+ * not seen: its path is then the one it was created at.)
+ */
+static void created_clear(struct broker_created *e)
+{
+	e->fd = safe_close(e->fd);
+	free(e->real);
+	e->real = NULL;
+}
+
+void broker_created_forget(struct broker *b)
+{
+	for (size_t i = 0; i < BROKER_CREATED_MAX; i++)
+		if (b->created[i].fd >= 0)
+			created_clear(&b->created[i]);
+}
+
+/* Remember the file just created at res for the target, fd being what it will get. */
+static void created_remember(struct broker_call *c, int fd, const struct resolved *res)
+{
+	struct broker *b = c->b;
+	if (c->door || !c->q->notif || !res->real)
+		return;
+	struct broker_created *e = &b->created[b->created_next];
+	created_clear(e);
+	e->real = strdup(res->real);
+	if (!e->real || (e->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3)) < 0) {
+		created_clear(e);
+		return;
+	}
+	b->created_next = (b->created_next + 1) % BROKER_CREATED_MAX;
+}
+
+/*
+ * The remembered file that the target's fd tfd is: res filled as resolve_target_fd() fills it,
+ * its obj_fd borrowed (c->res_open). 1 found, 0 not (resolve it through /proc), -errno. The
+ * notification is not checked again: a tid reused since the target was killed could only name
+ * the same open file, and the call's answer then goes nowhere.
+ */
+static int created_find(struct broker_call *c, int tfd, struct resolved *res)
+{
+	struct broker *b = c->b;
+	if (c->door || !c->q->notif)
+		return 0;
+	for (unsigned k = 1; k <= BROKER_CREATED_MAX; k++) { /* the newest first */
+		struct broker_created *e =
+		    &b->created[(b->created_next + BROKER_CREATED_MAX - k) % BROKER_CREATED_MAX];
+		if (e->fd < 0)
+			continue;
+		long same = syscall(SYS_kcmp, b->pid, c->q->tid, KCMP_FILE, e->fd, tfd);
+		if (same < 0)
+			return 0; /* not an fd of the target, or no kcmp: /proc answers */
+		if (same != 0)
+			continue;
+		if (fstat(e->fd, &res->st) < 0)
+			return negative_errno();
+		if (res->st.st_nlink == 0) /* removed from outside: /proc answers */
+			return 0;
+		if (!(res->real = strdup(e->real)))
+			return -ENOMEM;
+		res->obj_fd = e->fd;
+		res->exists = true;
+		c->res_open = true;
+		return 1;
+	}
+	return 0;
+}
+
 /* ---- metadata: chmod, chown, utimes, xattrs ---- */
 
 static int resolve_meta(struct broker_call *c, bool follow)
 {
 	const struct broker_req *q = c->q;
 	struct resolve_ctx ctx = broker_call_resolve_ctx(c);
-	if (q->fd >= 0 || q->at_empty_path)
-		return resolve_target_fd(&ctx, q->fd >= 0 ? q->fd : q->dirfd, &c->res);
+	if (q->fd >= 0 || q->at_empty_path) {
+		int tfd = q->fd >= 0 ? q->fd : q->dirfd;
+		int r = created_find(c, tfd, &c->res);
+		if (r != 0)
+			return r < 0 ? r : 0;
+		return resolve_target_fd(&ctx, tfd, &c->res);
+	}
 	return resolve_path(&ctx, q->dirfd, q->path,
 			    (follow ? RESOLVE_FOLLOW : 0) | RESOLVE_ALLOW_DOTDOT, &c->res);
 }
@@ -801,25 +892,35 @@ static int do_meta(struct broker_call *c)
 		return r;
 
 	const struct timespec *times = q->times_now ? NULL : q->times;
+	/* (An open file of ours, res_open, is acted on directly, not through /proc.) */
 	switch (q->op) {
 	case BROKER_OP_CHMOD:
-		r = S_ISLNK(res->st.st_mode)
-			? fchmodat(res->parent_fd, res->name, q->mode, AT_SYMLINK_NOFOLLOW)
-			: fchmodat(at.dirfd, at.name, q->mode & 07777, 0);
+		if (c->res_open)
+			r = fchmod(ofd, q->mode & 07777);
+		else if (S_ISLNK(res->st.st_mode))
+			r = fchmodat(res->parent_fd, res->name, q->mode, AT_SYMLINK_NOFOLLOW);
+		else
+			r = fchmodat(at.dirfd, at.name, q->mode & 07777, 0);
 		break;
 	case BROKER_OP_CHOWN:
 		r = fchownat(ofd, "", q->uid, q->gid, AT_EMPTY_PATH);
 		break;
 	case BROKER_OP_UTIMES:
-		r = S_ISLNK(res->st.st_mode)
-			? utimensat(res->parent_fd, res->name, times, AT_SYMLINK_NOFOLLOW)
-			: utimensat(at.dirfd, at.name, times, 0);
+		if (c->res_open)
+			r = futimens(ofd, times);
+		else if (S_ISLNK(res->st.st_mode))
+			r = utimensat(res->parent_fd, res->name, times, AT_SYMLINK_NOFOLLOW);
+		else
+			r = utimensat(at.dirfd, at.name, times, 0);
 		break;
 	case BROKER_OP_SETXATTR:
-		r = setxattr(p, q->xattr_name, q->xattr_value, q->xattr_size, q->xattr_flags);
+		r = c->res_open
+			? fsetxattr(ofd, q->xattr_name, q->xattr_value, q->xattr_size,
+				    q->xattr_flags)
+			: setxattr(p, q->xattr_name, q->xattr_value, q->xattr_size, q->xattr_flags);
 		break;
 	case BROKER_OP_REMOVEXATTR:
-		r = removexattr(p, q->xattr_name);
+		r = c->res_open ? fremovexattr(ofd, q->xattr_name) : removexattr(p, q->xattr_name);
 		break;
 	default:
 		return -ENOSYS;

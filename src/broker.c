@@ -61,6 +61,9 @@ int broker_new(const struct broker_config *cfg, struct audit *audit, struct stor
 	b->audit = audit;
 	b->turn = turn;
 	b->delete_mode = BROKER_DELETE_UNLINK;
+	for (size_t i = 0; i < BROKER_CREATED_MAX; i++)
+		b->created[i].fd = -1;
+	b->pid = getpid();
 	b->root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (b->root_fd < 0) {
 		int r = negative_errno();
@@ -75,6 +78,7 @@ void broker_free(struct broker *b)
 {
 	if (!b)
 		return;
+	broker_created_forget(b);
 	safe_close(b->root_fd);
 	for (size_t i = 0; i < b->n_oversize; i++)
 		free(b->oversize[i]);
@@ -576,6 +580,8 @@ void broker_call_begin(struct broker_call *c, struct broker *b, struct broker_do
 
 void broker_call_end(struct broker_call *c)
 {
+	if (c->res_open)
+		c->res.obj_fd = -1; /* borrowed from b->created */
 	resolved_done(&c->res);
 	resolved_done(&c->res2);
 }

@@ -62,5 +62,41 @@ done
 is "$(stat -c %z "$WS/wslink")" "$c0" "the symlink was not changed through its fd"
 attempt "touch -h on a workspace symlink by name (allowed)" - - - -- touch -h -d '2002-01-01 00:00:00 UTC' wslink
 is "$(stat -c %Y "$WS/wslink")" 1009843200 "touch -h by name changed the symlink's mtime"
+# fd calls on files the command created: decided on where each file is at the time (the broker
+# knows the files it made without asking /proc, until a rename or unlink moves a path)
+if command -v python3 >/dev/null 2>&1; then
+	cat >"$OUTSIDE/made.py" <<'PY'
+import os
+fd = os.open("made", os.O_CREAT | os.O_WRONLY, 0o644)
+os.fchmod(fd, 0o600)
+os.setxattr(fd, "user.k", b"v")
+os.utime(fd, (1000000000, 1000000000))
+os.rename("made", "moved")
+os.fchmod(fd, 0o640)
+fd2 = os.open("gone", os.O_CREAT | os.O_WRONLY, 0o644)
+os.unlink("gone")
+os.fchmod(fd2, 0o600)
+fd3 = os.open("dir/inner", os.O_CREAT | os.O_WRONLY, 0o644)
+os.rename("dir", "dir2")
+os.fchmod(fd3, 0o604)
+s = os.stat("moved")
+print(oct(s.st_mode & 0o777), os.getxattr("moved", "user.k").decode(), int(s.st_mtime),
+      oct(os.stat("dir2/inner").st_mode & 0o777))
+PY
+	mkdir "$WS/dir"
+	n0=$(audit_log | wc -l)
+	is "$(brk run -- python3 "$OUTSIDE/made.py" 2>&1 </dev/null)" "0o640 v 1000000000 0o604" \
+		"fd calls on created files: mode, xattr and times as natively, after a rename and an unlink"
+	is "$(audit_log | tail -n +$((n0 + 1)) | grep 'phase=notify-op' | grep -E 'syscall=(fchmod|fsetxattr|utimensat)' |
+		sed -E 's/.* op=([a-z]+) .*normalisedPath=([^ ]*) .*/\1 \2/; s/.* op=([a-z]+) .*rule=unnamed.*/\1 unnamed/')" \
+		"chmod $WS/made
+setxattr $WS/made
+utimes $WS/made
+chmod $WS/moved
+chmod unnamed
+chmod $WS/dir2/inner" "fd calls on created files: each decided and logged on the file's path at the time"
+else
+	skip "fd calls on created files" "python3 not installed"
+fi
 broker_alive "broker still works after the fd metadata attempts"
 done_testing
