@@ -64,8 +64,6 @@ int cli_doctor(int argc, char **argv)
 	printf("Used when present:\n");
 	line(f.landlock_abi >= 2, "Landlock REFER (ABI 2)", NULL,
 	     "renames and links in the scratch dir across directories are refused");
-	line(f.landlock_abi >= 3, "Landlock TRUNCATE (ABI 3)", NULL,
-	     "truncating a file opened read-only elsewhere is not covered by the kernel");
 	line(f.landlock_abi >= 6, "Landlock signal and abstract-socket scoping (ABI 6)", NULL,
 	     "sandboxed processes can signal processes outside and reach abstract sockets");
 	line(f.wait_killable, "SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (5.19)", NULL,

@@ -81,5 +81,17 @@ fi
 attempt "mknod a FIFO in the workspace (allowed)" 'ok' - - -- "$ESC" mknod wsfifo p
 attempt "mknod a FIFO outside" 'EACCES' mknod "$OUTSIDE/newfifo" -- "$ESC" mknod "$OUTSIDE/newfifo" p
 
+# Truncation whatever the open's access mode (Landlock does not handle TRUNCATE: the filter sends
+# every O_TRUNC and truncate(2) to the broker): refused outside, backed up in the workspace
+attempt "open(outside, O_RDONLY|O_TRUNC)" 'EACCES' open "$X" -- "$ESC" open "$X" r,trunc
+attempt "an O_PATH fd of outside reopened by /dev/fd with O_RDONLY|O_TRUNC" 'EACCES' open "$X" -- \
+	"$ESC" fd "$X" path reopen /dev/fd/ r,trunc
+attempt "truncate(outside)" 'EACCES' truncate "$X" -- "$ESC" truncate "$X" 0
+attempt "ftruncate on a read-only fd of outside" 'EINVAL|EBADF' - - -- "$ESC" fd "$X" r ftruncate 0
+printf 'keep me\n' >"$WS/tr"
+attempt "open(workspace file, O_RDONLY|O_TRUNC) (allowed)" - - - -- "$ESC" open tr r,trunc
+is "$(stat -c %s "$WS/tr")" 0 "O_RDONLY|O_TRUNC on a workspace file truncated it, as natively"
+(cd "$WS" && "$BROKERED" undo </dev/null >/dev/null 2>&1)
+is "$(cat "$WS/tr")" "keep me" "... and undo brings its content back (it was backed up first)"
 broker_alive "broker still works after the syscall attempts"
 done_testing
