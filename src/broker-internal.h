@@ -164,9 +164,10 @@ int broker_keep_tree(struct broker *b, int parent_fd, const char *name, const ch
  * its place (the change did not happen). */
 int broker_unkeep_file(struct broker *b, int parent_fd, const char *name);
 /* The same for a name resolve_path() has just looked at: the store need not look again. */
+int broker_before_change_res(struct broker_call *c, const struct resolved *res, unsigned flags);
+
 /* Forget the files broker_created remembers (a rename or an unlink: their paths may change). */
 void broker_created_forget(struct broker *b);
-int broker_before_change_res(struct broker_call *c, const struct resolved *res, unsigned flags);
 
 /* Handle one request; door is NULL for the seccomp door. */
 void broker_handle_call(struct broker *b, struct broker_door *door, const struct broker_req *q,

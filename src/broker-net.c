@@ -330,8 +330,7 @@ static int net_connect(struct net_op *o, int sock, int family, struct broker_res
 				o->rule = "abstract:datagram";
 				return -EPERM;
 			}
-			/* (a full backlog answers EAGAIN here: the peer is checked once connected)
-			 */
+			/* (A full backlog: EAGAIN, the peer is checked once connected.) */
 			r = do_connect(sock, a, q->addrlen, NULL, resp);
 			if (r != 0)
 				return r == 1 ? -EAGAIN : r;

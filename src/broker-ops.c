@@ -27,7 +27,6 @@
 #include "broker-internal.h"
 #include "git-guard.h"
 #include "policy.h"
-#include "proc.h"
 #include "store.h"
 #include "trash.h"
 
