@@ -55,6 +55,7 @@ struct broker {
 	struct broker_created created[BROKER_CREATED_MAX];
 	unsigned created_next; /* the slot the next one takes (the oldest) */
 	pid_t pid;	       /* our own, for kcmp() */
+	bool no_kcmp;	       /* kcmp() is not built in: nothing is remembered */
 };
 
 enum decision {

@@ -733,7 +733,7 @@ void broker_created_forget(struct broker *b)
 static void created_remember(struct broker_call *c, int fd, const struct resolved *res)
 {
 	struct broker *b = c->b;
-	if (c->door || !c->q->notif || !res->real)
+	if (c->door || !c->q->notif || !res->real || b->no_kcmp)
 		return;
 	struct broker_created *e = &b->created[b->created_next];
 	created_clear(e);
@@ -762,8 +762,13 @@ static int created_find(struct broker_call *c, int tfd, struct resolved *res)
 		if (e->fd < 0)
 			continue;
 		long same = syscall(SYS_kcmp, b->pid, c->q->tid, KCMP_FILE, e->fd, tfd);
-		if (same < 0)
-			return 0; /* not an fd of the target, or no kcmp: /proc answers */
+		if (same < 0) { /* not an fd of the target, or no kcmp: /proc answers */
+			if (errno == ENOSYS) {
+				b->no_kcmp = true;
+				broker_created_forget(b);
+			}
+			return 0;
+		}
 		if (same != 0)
 			continue;
 		if (fstat(e->fd, &res->st) < 0)
