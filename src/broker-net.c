@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "audit.h"
+#include "basic/fd-util.h"
 #include "basic/macro.h"
 #include "basic/path-util.h"
 #include "broker.h"
@@ -370,35 +371,84 @@ static int net_connect(struct net_op *o, int sock, int family, struct broker_res
 }
 
 /*
- * Bind sock to the socket file res names, which the broker decided on. A bare name (no '/', the
- * usual relative bind) is bound under that very name from a child whose cwd is res's parent, so
- * that getsockname(2) gives back what the command passed; any other path through
- * /proc/self/fd/N/NAME (a path that would be resolved again could be swapped meanwhile), which
- * getsockname(2) then shows.
+ * Can the kernel resolve `given` again, for the bind, to the very file the broker decided on
+ * (res)? Yes when it is res->real itself (absolute) or its tail (relative): real directories
+ * only, no symlink, no "." or "..". Between the decision and the bind nothing can change those
+ * directories: the command changes a name outside the scratch dir only through this broker, which
+ * is busy with this call (what it lets the kernel do itself, Landlock keeps in the scratch dir,
+ * which the path does not cross). A bare name always is (bound from its directory, it is not
+ * resolved again). *ret_up: for a relative path, how many directories up from res's parent the
+ * one it is relative to is; -1 for an absolute one.
  */
-static int bind_named(int sock, const struct resolved *res, const char *given, mode_t um)
+static bool bind_as_given(const struct resolved *res, const char *given, const char *scratch,
+			  int *ret_up)
+{
+	*ret_up = 0;
+	if (strcmp(given, res->name) == 0) /* a bare name: from its (decided) directory */
+		return true;
+	*ret_up = -1;
+	if (!res->real || (scratch && path_is_under(res->real, scratch)))
+		return false;
+	if (given[0] == '/')
+		return strcmp(given, res->real) == 0;
+	size_t lg = strlen(given), lr = strlen(res->real);
+	if (lg + 1 >= lr || res->real[lr - lg - 1] != '/' ||
+	    strcmp(res->real + lr - lg, given) != 0)
+		return false;
+	int up = 0;
+	for (const char *c = given;; up++) { /* no empty, "." or ".." component */
+		size_t n = strcspn(c, "/");
+		if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+			return false;
+		if (!c[n])
+			break;
+		c += n + 1;
+	}
+	*ret_up = up;
+	return true;
+}
+
+/*
+ * Bind sock to the socket file res names, which the broker decided on, so that getsockname(2)
+ * gives back what the command passed when bind_as_given() accepts the path as given: a relative
+ * one from a child whose cwd is the directory it is relative to. Any other path (one through a
+ * symlink, "..", the scratch dir) is bound through /proc/self/fd/N/NAME, since resolved again it
+ * could lead elsewhere; getsockname(2) then shows that.
+ */
+static int bind_named(int sock, const struct resolved *res, const char *given, mode_t um,
+		      const char *scratch)
 {
 	struct sockaddr_un u = {.sun_family = AF_UNIX};
-	bool bare = strcmp(given, res->name) == 0;
-	int n = bare ? snprintf(u.sun_path, sizeof u.sun_path, "%s", res->name)
-		     : snprintf(u.sun_path, sizeof u.sun_path, "/proc/self/fd/%d/%s",
-				res->parent_fd, res->name);
+	int up;
+	bool as_given = bind_as_given(res, given, scratch, &up);
+	int n = as_given ? snprintf(u.sun_path, sizeof u.sun_path, "%s", given)
+			 : snprintf(u.sun_path, sizeof u.sun_path, "/proc/self/fd/%d/%s",
+				    res->parent_fd, res->name);
 	if (n < 0 || (size_t)n >= sizeof u.sun_path)
 		return -ENAMETOOLONG;
 	socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n + 1);
-	if (!bare) {
+	if (up < 0) { /* absolute, or through /proc/self/fd: no cwd of its own */
 		mode_t old = umask(um);
 		int r = bind(sock, (struct sockaddr *)&u, len) < 0 ? -errno : 0;
 		umask(old);
 		return r;
 	}
+	/* The directory it is relative to: res's parent, or as many up. */
+	_cleanup_close_ int dir = fcntl(res->parent_fd, F_DUPFD_CLOEXEC, 3);
+	for (int i = 0; dir >= 0 && i < up; i++) {
+		int d = openat(dir, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		safe_close(dir);
+		dir = d;
+	}
+	if (dir < 0)
+		return -errno;
 	/* A child of our own: its cwd and umask are not ours (the broker has threads). */
 	pid_t pid = fork();
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
 		umask(um);
-		_exit(fchdir(res->parent_fd) < 0		   ? errno
+		_exit(fchdir(dir) < 0				   ? errno
 		      : bind(sock, (struct sockaddr *)&u, len) < 0 ? errno
 								   : 0);
 	}
@@ -450,7 +500,7 @@ static int net_bind(struct net_op *o, int sock, int family, struct broker_resp *
 		} else if (r >= 0) {
 			mode_t um = 022;
 			(void)proc_get_umask(q->tid, q->notif, &um);
-			r = bind_named(sock, &res, path, um);
+			r = bind_named(sock, &res, path, um, o->cfg->scratch);
 		}
 		resolved_done(&res);
 		return r;

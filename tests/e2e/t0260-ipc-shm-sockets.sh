@@ -2,8 +2,8 @@
 # IPC through the file system, as natively: POSIX semaphores and shared memory (sem_open,
 # shm_open: files in /dev/shm) for multiprocessing's locks, queues and pools and for
 # shared_memory; the objects of other processes stay out of reach (read yes, change no). A Unix
-# socket bound by a bare name or in the scratch dir reports that name back (getsockname), so that
-# the address a server hands its clients works.
+# socket bound by a bare name, a path without symlinks or in the scratch dir reports that name back
+# (getsockname), so that the address a server hands its clients works.
 . "$(dirname "$0")/../lib.sh"
 require_core
 need python3
@@ -105,22 +105,30 @@ def serve(path):
         c, _ = s.accept()
         c.sendall(c.recv(10).upper())
         c.close()
-    t = threading.Thread(target=answer)
+    t = threading.Thread(target=answer, daemon=True)
     t.start()
     c = socket.socket(socket.AF_UNIX)
-    c.connect(name)  # the address the server reports, as a client would get it
-    c.sendall(b"ping")
-    print(name.replace(os.environ.get("TMPDIR", "/nowhere"), "$TMPDIR"), c.recv(10).decode())
-    t.join()
+    try:
+        c.connect(name)  # the address the server reports, as a client would get it
+        c.sendall(b"ping")
+        got = c.recv(10).decode()
+    except OSError as e:
+        got = "connect: " + os.strerror(e.errno)
+    name = name.replace(os.environ.get("TMPDIR", "/nowhere"), "$TMPDIR")
+    print(name.replace(os.getcwd(), "$PWD"), got)
+    t.join(30)
 serve("here.sock")
 serve(os.path.join(os.environ["TMPDIR"], "scratch.sock"))
+serve(os.path.join(os.getcwd(), "absolute.sock"))
+os.mkdir("sub")
+serve("sub/relative.sock")
 from multiprocessing.connection import Listener
 with Listener(family="AF_UNIX") as l:
     print("listener in $TMPDIR:", l.address.startswith(os.environ["TMPDIR"] + "/"))
 EOF
 mkdir -p "$TEST_DIR/tmp"
 export TMPDIR=$TEST_DIR/tmp # natively; brokered gives the command its scratch dir
-twin_check "getsockname of a socket bound by a bare name and in \$TMPDIR; multiprocessing's Listener" true \
+twin_check "getsockname of a socket bound by a bare name, an absolute and a relative path, in \$TMPDIR; multiprocessing's Listener" true \
 	python3 "$TEST_DIR/sock.py"
 
 done_testing

@@ -14,7 +14,8 @@ suite_prepare() {
 # The quick subset is one case (one interpreter: importing test.support is most of its time).
 PY_QUICK='test_shutil.TestCopy test_shutil.TestCopyTree test_shutil.TestRmTree test_shutil.TestMove
 	test_posix.PosixTester test_os.MakedirTests test_os.UtimeTests test_os.RemoveDirsTests
-	test_tempfile.TestMkstempInner test_tempfile.TestMkdtemp test_pathlib.PosixPathTest'
+	test_tempfile.TestMkstempInner test_tempfile.TestMkdtemp test_pathlib.PosixPathTest
+	test_socket.TestUnixDomain'
 
 suite_cases() {
 	if [ -n "${SUITE_QUICK:-}" ]; then
@@ -23,7 +24,7 @@ suite_cases() {
 	fi
 	printf '%s\n' test_shutil test_tempfile test_posix test_pathlib test_glob test_filecmp test_os \
 		test_tarfile test_zipfile test_fileinput test_mailbox test_py_compile test_compileall \
-		test_dbm_dumb test_shelve test_genericpath test_posixpath
+		test_dbm_dumb test_shelve test_genericpath test_posixpath test_socket.TestUnixDomain
 }
 
 suite_run() { # suite_run CASE WS
