@@ -69,6 +69,9 @@ int cli_doctor(int argc, char **argv)
 	line(f.wait_killable, "SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (5.19)", NULL,
 	     "a signal during a brokered syscall may make the kernel retry an operation already "
 	     "done");
+	line(f.kcmp, "kcmp (CONFIG_CHECKPOINT_RESTORE)", NULL,
+	     "fd-form metadata calls on files the broker just created (tar's futimens, fchown, "
+	     "fchmod) are resolved through /proc, which is slower");
 	line(f.openat2, "openat2 with RESOLVE_NO_MAGICLINKS (5.6)", NULL,
 	     "paths cannot be resolved safely; brokered refuses to run");
 	line(

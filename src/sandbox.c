@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/kcmp.h>
 #include <linux/capability.h>
 #include <linux/seccomp.h>
 #include <stdlib.h>
@@ -61,6 +62,8 @@ void sandbox_probe(struct sandbox_features *f)
 	errno = 0;
 	r = syscall(SYS_openat2, -1, NULL, NULL, 0);
 	f->openat2 = r < 0 && errno != ENOSYS;
+	pid_t self = getpid();
+	f->kcmp = syscall(SYS_kcmp, self, self, KCMP_VM, 0, 0) == 0;
 }
 
 /*

@@ -19,6 +19,7 @@ struct sandbox_features {
 	bool seccomp_addfd_send; /* SECCOMP_ADDFD_FLAG_SEND (5.14) */
 	bool wait_killable;	 /* SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (5.19) */
 	bool pidfd_getfd;	 /* 5.6 */
+	bool kcmp;		 /* CONFIG_CHECKPOINT_RESTORE */
 	bool openat2;		 /* 5.6 */
 };
 

@@ -133,4 +133,21 @@ is "$(brk run -- sh -c 'head -1 /proc/self/status')" "$(sh -c 'head -1 /proc/sel
 brk run -- sh -c 'exec 3<"$0" && cat <&3 >/dev/null' "$OUTSIDE/r"
 is "$?" 0 "open outside file read-only through a shell redirection"
 
+# doctor reports kcmp as the kernel answers the same call (x86_64 312, aarch64 272; KCMP_VM = 1)
+if command -v python3 >/dev/null 2>&1; then
+	want=$(python3 -c 'import ctypes, os
+nr = {"x86_64": 312, "aarch64": 272}.get(os.uname().machine)
+p = os.getpid()
+libc = ctypes.CDLL(None, use_errno=True)
+print("-" if nr is None else " ok " if libc.syscall(nr, p, p, 1, 0, 0) == 0 else "MISS")')
+	if [ "$want" != - ]; then
+		"$BROKERED" doctor 2>/dev/null | grep -qF "[$want] kcmp"
+		ok $? "doctor: kcmp is [$want], as the kernel answers"
+	else
+		skip "doctor: kcmp" "no syscall number for $(uname -m) here"
+	fi
+else
+	skip "doctor: kcmp" "python3 not installed"
+fi
+
 done_testing
