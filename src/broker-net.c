@@ -434,14 +434,16 @@ static int bind_named(int sock, const struct resolved *res, const char *given, m
 		return r;
 	}
 	/* The directory it is relative to: res's parent, or as many up. */
-	_cleanup_close_ int dir = fcntl(res->parent_fd, F_DUPFD_CLOEXEC, 3);
-	for (int i = 0; dir >= 0 && i < up; i++) {
-		int d = openat(dir, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
-		safe_close(dir);
-		dir = d;
+	_cleanup_close_ int above = -1;
+	for (int i = 0; i < up; i++) {
+		int d = openat(above >= 0 ? above : res->parent_fd, "..",
+			       O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (d < 0)
+			return -errno;
+		safe_close(above);
+		above = d;
 	}
-	if (dir < 0)
-		return -errno;
+	int dir = above >= 0 ? above : res->parent_fd;
 	/* A child of our own: its cwd and umask are not ours (the broker has threads). */
 	pid_t pid = fork();
 	if (pid < 0)
