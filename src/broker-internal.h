@@ -27,6 +27,7 @@
 #define BROKER_CREATED_MAX 8
 struct broker_created {
 	int fd;	    /* our reference to the open file installed in the target; -1: a free slot */
+	int tfd;    /* the fd number the target got; -1 until it is known */
 	char *real; /* the path it was created at */
 };
 

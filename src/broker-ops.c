@@ -737,12 +737,31 @@ static void created_remember(struct broker_call *c, int fd, const struct resolve
 		return;
 	struct broker_created *e = &b->created[b->created_next];
 	created_clear(e);
+	e->tfd = -1;
 	e->real = strdup(res->real);
 	if (!e->real || (e->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3)) < 0) {
 		created_clear(e);
 		return;
 	}
 	b->created_next = (b->created_next + 1) % BROKER_CREATED_MAX;
+}
+
+/*
+ * The target got the file created last as its fd target_fd: remember the number, and forget the
+ * files it had under that number before (closed since, that fd is another file now), so that a
+ * call on an fd is compared (kcmp) with one file at most, not with all.
+ */
+void broker_note_installed(struct broker *b, const struct broker_resp *resp, int target_fd)
+{
+	struct broker_created *last =
+	    &b->created[(b->created_next + BROKER_CREATED_MAX - 1) % BROKER_CREATED_MAX];
+	if (!resp->created_name || last->fd < 0 || last->tfd >= 0)
+		return; /* not a creation, or one not remembered */
+	for (size_t i = 0; i < BROKER_CREATED_MAX; i++)
+		if (&b->created[i] != last && b->created[i].fd >= 0 &&
+		    b->created[i].tfd == target_fd)
+			created_clear(&b->created[i]);
+	last->tfd = target_fd;
 }
 
 /*
@@ -759,7 +778,7 @@ static int created_find(struct broker_call *c, int tfd, struct resolved *res)
 	for (unsigned k = 1; k <= BROKER_CREATED_MAX; k++) { /* the newest first */
 		struct broker_created *e =
 		    &b->created[(b->created_next + BROKER_CREATED_MAX - k) % BROKER_CREATED_MAX];
-		if (e->fd < 0)
+		if (e->fd < 0 || e->tfd != tfd)
 			continue;
 		long same = syscall(SYS_kcmp, b->pid, c->q->tid, KCMP_FILE, e->fd, tfd);
 		if (same < 0) { /* not an fd of the target, or no kcmp: /proc answers */

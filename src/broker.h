@@ -159,6 +159,8 @@ void broker_set_batch(struct broker *b, bool on);
 int broker_batch_sync(struct broker *b, size_t n_requests);
 /* Called after a BROKER_RESP_FD response could not be delivered. */
 void broker_undo_creation(struct broker *b, struct broker_resp *resp);
+/* Called after it was: the fd number the target got. */
+void broker_note_installed(struct broker *b, const struct broker_resp *resp, int target_fd);
 /* The address that reaches the Unix socket file behind the O_PATH fd, whatever its path now is
  * (through /proc/self/fd: the broker's own process). */
 struct sockaddr_un;

@@ -191,13 +191,14 @@ static int send_fd(struct supervisor *s, uint64_t id, int fd, bool cloexec)
 	    .newfd = 0,
 	    .newfd_flags = cloexec ? O_CLOEXEC : 0,
 	};
-	if (ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &addfd) < 0) {
+	int tfd = ioctl(s->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &addfd);
+	if (tfd < 0) {
 		int e = errno;
 		if (e != ENOENT && e != ESRCH)
 			respond(s, id, 0, -e, 0);
 		return -e;
 	}
-	return 0;
+	return tfd; /* the target's fd number */
 }
 
 static void *fifo_wait_thread(void *arg)
@@ -417,8 +418,10 @@ static int handle(struct supervisor *s, uint64_t id, pid_t tid, const struct sec
 		break;
 	case BROKER_RESP_FD:
 		/* The target never got the file: a file we created for it goes again. */
-		if (send_fd(s, id, br.fd, br.cloexec) < 0)
+		if ((r = send_fd(s, id, br.fd, br.cloexec)) < 0)
 			broker_undo_creation(s->broker, &br);
+		else
+			broker_note_installed(s->broker, &br, r);
 		break;
 	case BROKER_RESP_DEFER:
 		fifo_wait_start(s, id, tid, &br);
