@@ -20,7 +20,9 @@
 #               rm-rf,build,dd,npm-ci)
 #     -p LIST   only these runners (native,brokered,brokered-ro,brokered-cow,bwrap,strace,codex,srt); native is always run
 #     -f LIST   the file systems, one after the other in this invocation: tmpfs (a tmpfs of its
-#               own, as root), disk (/var/tmp's, or BENCH_TMP's); e.g. -f tmpfs,disk. With -f the
+#               own, as root), disk (/var/tmp's, or BENCH_TMP's), ext4j (a journaled ext4,
+#               data=ordered, made on a loop device in a sparse file under /var/tmp, as root: the
+#               file system most Linux machines write to); e.g. -f tmpfs,ext4j. With -f the
 #               outputs go to bench/out/FS/ instead of bench/out/
 #     -k        keep the work directory (templates, last workspaces, audit logs) for profiling
 #   env: BENCH_TMP=DIR  put workspaces and the store on DIR's file system (default: a tmpfs that
@@ -55,11 +57,26 @@ if [[ $FSLIST == *,* ]]; then
 	done
 	exit $st
 fi
+loopimg= loopmnt=
 case $FSLIST in
 '') ;;
 tmpfs) unset BENCH_TMP && out=$out/tmpfs ;;
 disk) BENCH_TMP=${BENCH_TMP:-/var/tmp} && out=$out/disk ;;
-*) echo "peers: -f takes tmpfs, disk or both (tmpfs,disk)" >&2 && exit 2 ;;
+ext4j)
+	[ "$(id -u)" = 0 ] || { echo "peers: -f ext4j needs root (a loop device and a mount)" >&2 && exit 2; }
+	loopimg=$(mktemp /var/tmp/brokered-peers-ext4j.XXXXXX.img) && loopmnt=${loopimg%.img}.mnt || exit 1
+	# 24 GiB sparse: room for the 20k-file trees, their copies and the store; mkfs's defaults
+	# give a journal and data=ordered, as on an installed system
+	if ! { truncate -s 24G "$loopimg" && mkfs.ext4 -q -F "$loopimg" && mkdir -p "$loopmnt" &&
+		mount -o loop "$loopimg" "$loopmnt"; }; then
+		echo "peers: cannot make the journaled ext4 (mkfs.ext4, mount -o loop)" >&2
+		rmdir "$loopmnt" 2>/dev/null
+		rm -f "$loopimg"
+		exit 1
+	fi
+	BENCH_TMP=$loopmnt out=$out/ext4j
+	;;
+*) echo "peers: -f takes tmpfs, disk, ext4j, or several (tmpfs,ext4j)" >&2 && exit 2 ;;
 esac
 if [ $QUICK = 1 ]; then SCALE=0.25 RUNS=${RUNS:-3} STARTUP_X=2; else SCALE=1 RUNS=${RUNS:-5} STARTUP_X=4; fi
 export SCALE
@@ -99,9 +116,10 @@ WORK=$work
 export WORK
 cleanup() {
 	cd / || return
-	if [ $KEEP = 1 ]; then echo "peers: kept $work ($fs)" >&2; return; fi
+	if [ $KEEP = 1 ]; then echo "peers: kept $work ($fs${loopmnt:+, on $loopimg})" >&2; return; fi
 	[ $fs = tmpfs ] && umount "$work"
 	rm -rf "$work"
+	if [ -n "$loopmnt" ]; then umount "$loopmnt" && rmdir "$loopmnt" && rm -f "$loopimg"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
