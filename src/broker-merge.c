@@ -23,9 +23,10 @@
  * path in it is recorded; otherwise it is made directory by directory, without the refused paths.
  *
  * A refused change is left out and counted; a prompt is recorded for the approval that follows
- * the run, as for an intercepted call. The overlay's own extended attributes (trusted.overlay.*)
- * are removed from what moves in. Set-ID bits are dropped unless sandbox.allowSetid. Whatever
- * could not be merged stays in the upper layer, which the caller keeps then.
+ * the run, as for an intercepted call. The overlay's own extended attributes (trusted.overlay.*,
+ * or user.overlay.* where a user namespace made it) are removed from what moves in. Set-ID bits are
+ * dropped unless sandbox.allowSetid. Whatever could not be merged stays in the upper layer, which
+ * the caller keeps then.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -50,11 +51,14 @@
 #include "policy.h"
 #include "store.h"
 
-#define OVERLAY_XATTR_PREFIX "trusted.overlay."
+/* The overlay's own extended attributes: trusted.overlay.* (made by root), user.overlay.* (made in
+ * a user namespace, with userxattr) */
+#define OVERLAY_XATTR_MAX    32
 #define MERGE_REFUSED_LISTED 20
 
 struct merge {
 	struct broker *b;
+	const char *xattr; /* the overlay's xattr prefix: "trusted.overlay." or "user.overlay." */
 	struct broker_door door;
 	struct broker_merge_result *res;
 	int error; /* the first failure that left a change unmerged */
@@ -157,12 +161,39 @@ static int merge_handle(struct merge *m, const struct broker_req *q)
 	return r;
 }
 
-/* Remove trusted.overlay.* from dirfd/name (any type; symlinks through /proc). The names are
- * listed from dirfd (listxattrat(2), Linux 6.13), else through /proc: most entries have none.
- * ret_impure (may be NULL): whether it had "impure" (see dir_impure()). */
-static int strip_overlay_xattrs(int dirfd, const char *name, bool *ret_impure)
+/* The overlay's attribute called what (e.g. "impure"), under prefix (struct merge's xattr). */
+static const char *ovl_xattr(char buf[static OVERLAY_XATTR_MAX], const char *prefix,
+			     const char *what)
+{
+	snprintf(buf, OVERLAY_XATTR_MAX, "%s%s", prefix, what);
+	return buf;
+}
+
+/* A user.* attribute takes write permission to remove, which root does not need: a file or
+ * directory of ours without it (git's objects: 0444) is made writable for the removal. */
+static int remove_unwritable(int dirfd, const char *name, const char *proc_path, const char *xattr)
+{
+	struct stat st;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return negative_errno();
+	if ((!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) || (st.st_mode & S_IWUSR) ||
+	    st.st_uid != geteuid())
+		return -EACCES;
+	if (fchmodat(dirfd, name, (st.st_mode & 07777) | S_IWUSR, 0) < 0)
+		return negative_errno();
+	int r = lremovexattr(proc_path, xattr) < 0 && errno != ENODATA ? negative_errno() : 0;
+	if (fchmodat(dirfd, name, st.st_mode & 07777, 0) < 0 && r >= 0)
+		r = negative_errno();
+	return r;
+}
+
+/* Remove the overlay's xattrs (prefix*) from dirfd/name (any type; symlinks through /proc). The
+ * names are listed from dirfd (listxattrat(2), Linux 6.13), else through /proc: most entries have
+ * none. ret_impure (may be NULL): whether it had "impure" (see dir_impure()). */
+static int strip_overlay_xattrs(const char *prefix, int dirfd, const char *name, bool *ret_impure)
 {
 	static bool no_listxattrat;
+	int r = 0;
 	char p[64 + NAME_MAX];
 	snprintf(p, sizeof p, "/proc/self/fd/%d/%s", dirfd, name);
 	char buf[4096];
@@ -178,28 +209,31 @@ static int strip_overlay_xattrs(int dirfd, const char *name, bool *ret_impure)
 	if (n < 0)
 		return errno == ENOTSUP ? 0 : negative_errno();
 	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1) {
-		if (strncmp(buf + i, OVERLAY_XATTR_PREFIX, strlen(OVERLAY_XATTR_PREFIX)) != 0)
+		size_t plen = strlen(prefix);
+		if (strncmp(buf + i, prefix, plen) != 0)
 			continue;
-		if (ret_impure && strcmp(buf + i, OVERLAY_XATTR_PREFIX "impure") == 0)
+		if (ret_impure && strcmp(buf + i + plen, "impure") == 0)
 			*ret_impure = true;
-		if (lremovexattr(p, buf + i) < 0 && errno != ENODATA)
-			return negative_errno();
+		if (lremovexattr(p, buf + i) == 0 || errno == ENODATA)
+			continue;
+		if (errno != EACCES || (r = remove_unwritable(dirfd, name, p, buf + i)) < 0)
+			return r < 0 ? r : negative_errno();
 	}
 	return 0;
 }
 
 /*
- * May an entry of the upper directory fd that is not a directory carry trusted.overlay.*? Only
+ * May an entry of the upper directory fd that is not a directory carry the overlay's xattrs? Only
  * one that has a copy-up origin does (metacopy and index are off, and the command cannot set
  * immutable or append-only), and the overlay marks the directory that holds such an entry
  * "impure" when it copies the entry up in it, or renames or links it in (its readdir needs the
  * mark). A directory without the mark holds none: its files need no look at their xattrs. An
  * error other than "no such attribute" says yes: each is looked at.
  */
-static bool dir_impure(int fd)
+static bool dir_impure(const char *prefix, int fd)
 {
-	char v[8];
-	return fgetxattr(fd, OVERLAY_XATTR_PREFIX "impure", v, sizeof v) >= 0 ||
+	char v[8], n[OVERLAY_XATTR_MAX];
+	return fgetxattr(fd, ovl_xattr(n, prefix, "impure"), v, sizeof v) >= 0 ||
 	       (errno != ENODATA && errno != ENOTSUP);
 }
 
@@ -483,7 +517,7 @@ static int record_tree(struct merge *m, int up_fd, const char *name, const char 
 			r = negative_errno();
 		bool sub_impure = false;
 		if (r >= 0 && (impure || S_ISDIR(st.st_mode)))
-			r = strip_overlay_xattrs(dirfd(d), de->d_name, &sub_impure);
+			r = strip_overlay_xattrs(m->xattr, dirfd(d), de->d_name, &sub_impure);
 		/* Below a directory that does not exist yet: recorded as absent, nothing to open.
 		 */
 		if (r >= 0) {
@@ -514,7 +548,7 @@ static int move_new_dir(struct merge *m, int up_fd, int ws_fd, const char *name,
 		return r;
 	if (r > 0) {
 		bool impure;
-		if ((r = strip_overlay_xattrs(up_fd, name, &impure)) < 0 ||
+		if ((r = strip_overlay_xattrs(m->xattr, up_fd, name, &impure)) < 0 ||
 		    (r = decide_make(m, ws_fd, name, real, ust, NULL, true, NULL)) <= 0)
 			return r;
 		/* the records below it together, before the directory is in place */
@@ -587,8 +621,8 @@ static int merge_entry(struct merge *m, int up_fd, int ws_fd, const char *name, 
 		    openat(up_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (ufd < 0)
 			return negative_errno();
-		char v[2];
-		bool opaque = fgetxattr(ufd, OVERLAY_XATTR_PREFIX "opaque", v, sizeof v) == 1 &&
+		char v[2], n[OVERLAY_XATTR_MAX];
+		bool opaque = fgetxattr(ufd, ovl_xattr(n, m->xattr, "opaque"), v, sizeof v) == 1 &&
 			      v[0] == 'y' && !was_placed(m, real);
 		/* Made again by the command, but the merge moved renamed directories into it
 		 * already: the old entries go, those stay, and the rest merges into it. */
@@ -634,7 +668,7 @@ static int merge_entry(struct merge *m, int up_fd, int ws_fd, const char *name, 
 	if ((r = strip_setid(m, up_fd, name, &ust)) < 0 ||
 	    (r = decide_make(m, ws_fd, name, real, &ust, exists ? &wst : NULL, true, &moved)) <= 0)
 		return r;
-	if ((!up_impure || (r = strip_overlay_xattrs(up_fd, name, NULL)) >= 0) &&
+	if ((!up_impure || (r = strip_overlay_xattrs(m->xattr, up_fd, name, NULL)) >= 0) &&
 	    renameat(up_fd, name, ws_fd, name) < 0)
 		r = negative_errno();
 	if (r < 0) {
@@ -654,7 +688,7 @@ static int merge_dir(struct merge *m, int up_fd, int ws_fd, const char *real, un
 	DIR *d = opendir_at(up_fd, ".");
 	if (!d)
 		return negative_errno();
-	bool impure = dir_impure(up_fd);
+	bool impure = dir_impure(m->xattr, up_fd);
 	struct dirent *de;
 	int r = 0;
 	while ((errno = 0, de = readdir(d))) {
@@ -714,8 +748,8 @@ static int join_rel(const char *dir, const char *name, char **ret)
 
 /* Walk the upper directory up_fd (at rel, whose lower directory is lower) for redirects, parents
  * before what is below them. */
-static int collect_redirects(int up_fd, const char *rel, const char *lower, struct redirects *rs,
-			     unsigned depth)
+static int collect_redirects(const char *prefix, int up_fd, const char *rel, const char *lower,
+			     struct redirects *rs, unsigned depth)
 {
 	if (depth > BROKER_TREE_MAX_DEPTH)
 		return -ELOOP;
@@ -733,8 +767,8 @@ static int collect_redirects(int up_fd, const char *rel, const char *lower, stru
 			r = negative_errno();
 			break;
 		}
-		char v[PATH_MAX];
-		ssize_t n = fgetxattr(fd, OVERLAY_XATTR_PREFIX "redirect", v, sizeof v - 1);
+		char v[PATH_MAX], xn[OVERLAY_XATTR_MAX];
+		ssize_t n = fgetxattr(fd, ovl_xattr(xn, prefix, "redirect"), v, sizeof v - 1);
 		_cleanup_free_ char *crel = NULL, *clower = NULL;
 		if ((r = join_rel(rel, de->d_name, &crel)) < 0)
 			break;
@@ -767,7 +801,7 @@ static int collect_redirects(int up_fd, const char *rel, const char *lower, stru
 		} else if ((r = join_rel(lower, de->d_name, &clower)) < 0) {
 			break;
 		}
-		r = collect_redirects(fd, crel, clower, rs, depth + 1);
+		r = collect_redirects(prefix, fd, crel, clower, rs, depth + 1);
 	}
 	closedir(d);
 	return r;
@@ -897,7 +931,7 @@ static int step_aside(struct merge *m, const char *src, const char *near, size_t
 static int apply_redirects(struct merge *m, int upper_fd)
 {
 	struct redirects rs = {0};
-	int r = collect_redirects(upper_fd, "", "", &rs, 0);
+	int r = collect_redirects(m->xattr, upper_fd, "", "", &rs, 0);
 	const char *ws = m->b->cfg.workspace;
 	if (rs.n && !(rs.order = calloc(rs.n, sizeof *rs.order)))
 		r = -ENOMEM;
@@ -1028,11 +1062,12 @@ static int apply_redirects(struct merge *m, int upper_fd)
 	return r;
 }
 
-int broker_merge(struct broker *b, int upper_fd, struct broker_merge_result *ret)
+int broker_merge(struct broker *b, int upper_fd, bool user_xattrs, struct broker_merge_result *ret)
 {
 	*ret = (struct broker_merge_result){0};
 	struct merge m = {
 	    .b = b,
+	    .xattr = user_xattrs ? "user.overlay." : "trusted.overlay.",
 	    .door = {.b = b,
 		     .host = true,
 		     .phase = "merge",

@@ -194,9 +194,10 @@ struct broker_merge_result {
 /*
  * Apply the upper layer upper_fd of the ended command's overlay to the workspace: each change
  * decided, backed up and logged (phase "merge"). 0 when every change was merged or refused;
- * -errno when one failed (what was not merged stays in the upper layer).
+ * -errno when one failed (what was not merged stays in the upper layer). user_xattrs: the overlay
+ * was made in a user namespace and keeps its marks in user.overlay.* (userxattr), not trusted.*.
  */
-int broker_merge(struct broker *b, int upper_fd, struct broker_merge_result *ret);
+int broker_merge(struct broker *b, int upper_fd, bool user_xattrs, struct broker_merge_result *ret);
 void broker_merge_result_done(struct broker_merge_result *r);
 
 /* ---- the socket door (DESIGN section 5; served by ipc.c) ----

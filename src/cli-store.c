@@ -700,7 +700,7 @@ static int gc_cow_layers(uint64_t age)
 		    fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) ||
 		    (uint64_t)(now - st.st_mtime) < age || kill(pid, 0) == 0 || errno != ESRCH)
 			continue;
-		if (rm_rf_at(fd, de->d_name) >= 0)
+		if (rm_rf_at_force(fd, de->d_name) >= 0)
 			n++;
 	}
 	closedir(d);

@@ -22,15 +22,20 @@ static void line(bool ok, const char *what, const char *detail, const char *if_m
 		printf("         without it: %s\n", if_missing);
 }
 
-/* Can a run make its read-only mount namespace here? Tried in a child that then exits. */
-static bool probe_mount_ns(void)
+/* Can a run make its read-only mount namespace here (with overlay: and its copy-on-write
+ * overlay)? Tried in a child that then exits: as root directly, else in a user namespace. */
+static bool probe_mount_ns(bool overlay)
 {
-	if (!sandbox_can_make_mount_ns())
+	const char *pretend = getenv("BROKERED_PRETEND_MISSING");
+	if (pretend && strstr(pretend, "mountns"))
 		return false;
+	if (!sandbox_can_make_mount_ns())
+		return sandbox_probe_user_ns(overlay);
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid == 0)
-		_exit(unshare(CLONE_NEWNS) == 0 ? 0 : 1);
+		_exit(unshare(CLONE_NEWNS) == 0 && (!overlay || sandbox_has_overlay(false)) ? 0
+											    : 1);
 	int status;
 	return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
 	       WEXITSTATUS(status) == 0;
@@ -78,15 +83,17 @@ int cli_doctor(int argc, char **argv)
 	    f.landlock_abi >= 4, "Landlock TCP bind/connect rules (ABI 4)", NULL,
 	    "in network modes deny and proxy only the broker refuses TCP (the kernel does not back "
 	    "it up)");
-	line(probe_mount_ns(), "read-only mount namespace (sandbox.readOnlyMounts)",
-	     getuid() == 0 ? "root" : "needs root",
+	const char *how = sandbox_can_make_mount_ns() ? "root" : "in a user namespace";
+	bool ro = probe_mount_ns(false);
+	line(ro, "read-only mount namespace (sandbox.readOnlyMounts)",
+	     ro ? how : "needs root or unprivileged user namespaces",
 	     "fchmod, fchown, futimens and the xattr calls on a file descriptor are each one "
 	     "notification to the broker (write-heavy work is slower), and the kernel leaves "
 	     "metadata changes to the broker alone");
 	const char *pretend = getenv("BROKERED_PRETEND_MISSING");
-	line(probe_mount_ns() && sandbox_has_overlay() && !(pretend && strstr(pretend, "overlay")),
-	     "copy-on-write overlay of the workspace (sandbox.copyOnWrite)",
-	     getuid() == 0 ? "root" : "needs root",
+	bool overlay = probe_mount_ns(true) && !(pretend && strstr(pretend, "overlay"));
+	line(overlay, "copy-on-write overlay of the workspace (sandbox.copyOnWrite)",
+	     overlay ? how : "needs root, or user namespaces and an overlay there",
 	     "every change in the workspace is one or more notifications to the broker while the "
 	     "command runs (write-heavy work is slower)");
 	printf("Network (sandbox.network): Unix sockets by path are decided by the broker on the "

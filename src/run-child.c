@@ -86,14 +86,12 @@ _noreturn_ static void child_main(const struct run_options *o, int sock,
 	/* If the supervisor dies, the command dies with it (its grandchildren fail closed). */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 
-	int r, stage = STAGE_MOUNTS;
-	if (sb->cow_workspace)
+	int stage = STAGE_MOUNTS, r = sb->user_ns ? sandbox_enter_user_ns() : 0;
+	if (r >= 0 && sb->cow_workspace)
 		r = sandbox_copy_on_write_mounts(sb->ro_mounts_scratch, sb->cow_workspace,
-						 sb->cow_upper, sb->cow_work);
-	else if (sb->ro_mounts_scratch)
+						 sb->cow_upper, sb->cow_work, sb->user_ns);
+	else if (r >= 0 && sb->ro_mounts_scratch)
 		r = sandbox_read_only_mounts(sb->ro_mounts_scratch);
-	else
-		r = 0;
 	if (r < 0)
 		goto fail;
 	stage = STAGE_CAPS;
@@ -102,7 +100,9 @@ _noreturn_ static void child_main(const struct run_options *o, int sock,
 		r = negative_errno();
 		goto fail;
 	}
-	if ((r = sandbox_drop_dangerous_caps()) < 0)
+	/* In a user namespace of its own the child had every capability there, for its mounts;
+	 * the command gets none, as a user's command natively. */
+	if ((r = sb->user_ns ? sandbox_drop_all_caps() : sandbox_drop_dangerous_caps()) < 0)
 		goto fail;
 	stage = STAGE_LANDLOCK;
 	if (ll) {

@@ -18,6 +18,7 @@ struct run_child_sandbox {
 	const struct sock_fprog *prog;		 /* the seccomp filter */
 	bool wait_killable;
 	const char *ro_mounts_scratch; /* non-NULL: read-only mounts but this scratch dir */
+	bool user_ns; /* the mounts are made in a user namespace of the child's own (not root) */
 	/* sandbox.copyOnWrite (with ro_mounts_scratch): the workspace an overlay of these layers */
 	const char *cow_workspace, *cow_upper, *cow_work;
 	const sigset_t *oldmask; /* the signal mask the command gets */

@@ -17,6 +17,7 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -271,6 +272,7 @@ struct run_ctx {
 	bool landlock;	/* false only in --degraded mode on a kernel without it */
 	bool ro_mounts; /* sandbox.readOnlyMounts in effect (sandbox.h) */
 	bool cow;	/* sandbox.copyOnWrite in effect (implies ro_mounts) */
+	bool user_ns;	/* their mounts made in a user namespace of the child's own (not root) */
 	struct settings *settings;
 	struct policy *policy;
 	struct store *store;
@@ -648,8 +650,12 @@ static const char *copy_on_write_blocker(const struct run_ctx *c, bool mount_ns)
 {
 	const char *pretend = getenv("BROKERED_PRETEND_MISSING");
 	if (!mount_ns)
-		return "it needs Landlock and a mount namespace of its own (root)";
-	if (!sandbox_has_overlay() || (pretend && strstr(pretend, "overlay")))
+		return c->landlock
+			   ? "it needs a mount namespace of its own, which cannot be made here "
+			     "(root can, and a user where the system gives users namespaces)"
+			   : "it needs Landlock";
+	/* In a user namespace the probe made one already (sandbox_probe_user_ns()). */
+	if ((!c->user_ns && !sandbox_has_overlay(false)) || (pretend && strstr(pretend, "overlay")))
 		return "the kernel offers no overlay file system";
 	const char *why = policy_copy_on_write_blocker(c->policy);
 	if (why)
@@ -661,7 +667,27 @@ static const char *copy_on_write_blocker(const struct run_ctx *c, bool mount_ns)
 	if (!ws || ws != mount_of(c->state_dir))
 		return "the state directory is not on the workspace's mount (the merge renames "
 		       "between them)";
+	if (c->user_ns) {
+		/* Its upper layer takes the workspace's owner: only the user's own is to be had. */
+		struct stat st;
+		if (stat(c->workspace, &st) < 0 || st.st_uid != geteuid())
+			return "the workspace is not the user's own (without root the overlay can "
+			       "only copy up files of the user's)";
+		/* The overlay's marks are user.* xattrs there (tmpfs has them from Linux 6.6). */
+		if (lsetxattr(c->state_dir, "user.brokered-probe", "", 0, 0) < 0 &&
+		    errno == ENOTSUP)
+			return "the workspace's file system keeps no user.* extended attributes, "
+			       "which an overlay made without root needs";
+		(void)lremovexattr(c->state_dir, "user.brokered-probe");
+	}
 	return NULL;
+}
+
+/* Remove the overlay's layers. Its work dir holds directories of mode 0 (work/work/incompat/...),
+ * which only root could enter: made searchable first. */
+static void cow_remove(const char *dir)
+{
+	(void)rm_rf_at_force(AT_FDCWD, dir);
 }
 
 /* The overlay's upper and work dirs for one attempt, in <state>/cow/; the upper one starts with
@@ -679,9 +705,11 @@ static int cow_prepare(const struct run_ctx *c, char **ret_dir)
 	struct stat st;
 	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int r = 0;
+	struct stat ust;
 	if (fd < 0 || stat(c->workspace, &st) < 0 || mkdirat(fd, "upper", 0700) < 0 ||
-	    mkdirat(fd, "work", 0700) < 0 ||
-	    fchownat(fd, "upper", st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    mkdirat(fd, "work", 0700) < 0 || fstatat(fd, "upper", &ust, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    ((ust.st_uid != st.st_uid || ust.st_gid != st.st_gid) &&
+	     fchownat(fd, "upper", st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) < 0) ||
 	    fchmodat(fd, "upper", st.st_mode & 07777, 0) < 0)
 		r = log_error_errno(errno, "Failed to prepare the overlay in %s: %m", dir);
 	if (r < 0) {
@@ -711,8 +739,10 @@ static int setup_sandbox(struct run_ctx *c)
 	const char *pretend = getenv("BROKERED_PRETEND_MISSING");
 	/* Without Landlock the command could reach our mounts through /proc/PID/root; a rule that
 	 * tells metadata from writes needs to see fchmod & co. on the files it may write. */
-	bool mount_ns =
-	    c->landlock && sandbox_can_make_mount_ns() && !(pretend && strstr(pretend, "mountns"));
+	bool want_ns = c->settings->read_only_mounts || c->settings->copy_on_write;
+	c->user_ns = want_ns && c->landlock && !sandbox_can_make_mount_ns();
+	bool mount_ns = want_ns && c->landlock && !(pretend && strstr(pretend, "mountns")) &&
+			(!c->user_ns || sandbox_probe_user_ns(c->settings->copy_on_write));
 	c->ro_mounts =
 	    c->settings->read_only_mounts && mount_ns && policy_metadata_follows_write(c->policy);
 	if (c->settings->copy_on_write) {
@@ -905,7 +935,7 @@ static void cow_merge(const struct run_ctx *c, struct attempt *a, char **dir, in
 		return;
 	}
 	_cleanup_close_ int fd = open(upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	int r = fd < 0 ? negative_errno() : broker_merge(a->broker, fd, &a->merge);
+	int r = fd < 0 ? negative_errno() : broker_merge(a->broker, fd, c->user_ns, &a->merge);
 	phase("copy-on-write merge");
 	/* The overlay was volatile: what the command synced is on disk once it is in the
 	 * workspace (the upper layer is on the workspace's file system). Not synced otherwise, as a
@@ -926,7 +956,7 @@ static void cow_merge(const struct run_ctx *c, struct attempt *a, char **dir, in
 				upper);
 		a->merge_failed = true;
 	} else {
-		(void)rm_rf_at(AT_FDCWD, *dir);
+		cow_remove(*dir);
 	}
 	if (a->merge.refused) {
 		log_error("%zu change(s) of the command were refused by the policy and not merged "
@@ -981,6 +1011,7 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 	    .prog = &c->prog,
 	    .wait_killable = c->feat.wait_killable,
 	    .ro_mounts_scratch = c->ro_mounts ? c->scratch : NULL,
+	    .user_ns = c->ro_mounts && c->user_ns,
 	    .cow_workspace = c->cow ? c->workspace : NULL,
 	    .cow_upper = upper,
 	    .cow_work = work,
@@ -1017,7 +1048,7 @@ static int run_attempt(struct run_ctx *c, const char *msg, struct attempt *a)
 	r = attempt_finish(c, a);
 out:
 	if (cow_dir) /* the command never started */
-		(void)rm_rf_at(AT_FDCWD, cow_dir);
+		cow_remove(cow_dir);
 	free(cow_dir);
 	free(upper);
 	free(work);

@@ -7,6 +7,7 @@
 #include <linux/kcmp.h>
 #include <linux/capability.h>
 #include <linux/seccomp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
@@ -18,9 +19,11 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
+#include "basic/fd-util.h"
 #include "basic/kernel-compat.h"
 #include "basic/macro.h"
 #include "basic/path-util.h"
@@ -511,6 +514,58 @@ int sandbox_install_filter(const struct sock_fprog *prog, bool wait_killable)
 	return (int)fd;
 }
 
+/* Write all of s to path (a /proc file that takes one write). */
+static int write_proc(const char *path, const char *s)
+{
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return negative_errno();
+	ssize_t n = write(fd, s, strlen(s));
+	return n < 0 ? negative_errno() : (size_t)n == strlen(s) ? 0 : -EIO;
+}
+
+int sandbox_enter_user_ns(void)
+{
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+	if (unshare(CLONE_NEWUSER) < 0)
+		return negative_errno();
+	/* Our own ids map to themselves, nothing else: without CAP_SETUID and CAP_SETGID outside,
+	 * one id each is all a process may map, and only with setgroups(2) denied. */
+	char map[64];
+	int r;
+	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+	if ((r = write_proc("/proc/self/uid_map", map)) < 0 ||
+	    (r = write_proc("/proc/self/setgroups", "deny\n")) < 0)
+		return r;
+	snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+	return write_proc("/proc/self/gid_map", map);
+}
+
+int sandbox_drop_all_caps(void)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2] = {{0}};
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+		return negative_errno();
+	return syscall(SYS_capset, &h, d) < 0 ? negative_errno() : 0;
+}
+
+bool sandbox_probe_user_ns(bool overlay)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(sandbox_enter_user_ns() == 0 && unshare(CLONE_NEWNS) == 0 &&
+			      mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) == 0 &&
+			      (!overlay || sandbox_has_overlay(true))
+			  ? 0
+			  : 1);
+	int status;
+	return pid > 0 && RETRY_EINTR(waitpid(pid, &status, 0)) == pid && WIFEXITED(status) &&
+	       WEXITSTATUS(status) == 0;
+}
+
 bool sandbox_can_make_mount_ns(void)
 {
 	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
@@ -557,6 +612,26 @@ int sandbox_read_only_mounts(const char *scratch_dir)
 }
 
 /*
+ * The options every overlay of ours has: metadata-only copies (metacopy) and the inode index
+ * (index) off, volatile; renamed directories recorded as redirects (redirect_dir on) where it is
+ * made by root. In a user namespace the overlay keeps its marks in user.overlay.* (userxattr: the
+ * trusted.* ones take root), and redirects are not to be had there: renaming a directory that the
+ * lower layer has fails with EXDEV, as on an overlay without redirect_dir (mv copies it instead).
+ * 0, or -1 with errno.
+ */
+static int overlay_options(int fs, bool userxattr)
+{
+	static const char *const off[] = {"metacopy", "index"};
+	for (size_t i = 0; i < ELEMENTSOF(off); i++)
+		if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, off[i], "off", 0) < 0)
+			return -1;
+	if (userxattr ? syscall(SYS_fsconfig, fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0
+		      : syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "redirect_dir", "on", 0) < 0)
+		return -1;
+	return syscall(SYS_fsconfig, fs, FSCONFIG_SET_FLAG, "volatile", NULL, 0) < 0 ? -1 : 0;
+}
+
+/*
  * An overlay superblock (fsopen) over lower with this upper and work dir, every layer given as
  * one literal path ("lowerdir+": no escaping of ':' or ','); renamed directories recorded as
  * redirects (redirect_dir: the merge follows them), and the features off whose on-disk forms the
@@ -568,23 +643,17 @@ int sandbox_read_only_mounts(const char *scratch_dir)
  * merge empties; a command that asked for a sync (the filter notifies those) gets one syncfs of
  * the workspace's file system after the merge (run.c). Returns the fs context fd, or -errno.
  */
-static int overlay_context(const char *lower, const char *upper, const char *work)
+static int overlay_context(const char *lower, const char *upper, const char *work, bool userxattr)
 {
 	int fs = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
 	if (fs < 0)
 		return negative_errno();
-	static const char *const off[] = {"metacopy", "index"};
 	int r = 0;
 	if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "lowerdir+", lower, 0) < 0 ||
 	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "upperdir", upper, 0) < 0 ||
 	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "workdir", work, 0) < 0)
 		r = negative_errno();
-	for (size_t i = 0; r >= 0 && i < ELEMENTSOF(off); i++)
-		if (syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, off[i], "off", 0) < 0)
-			r = negative_errno();
-	if (r >= 0 && syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "redirect_dir", "on", 0) < 0)
-		r = negative_errno();
-	if (r >= 0 && syscall(SYS_fsconfig, fs, FSCONFIG_SET_FLAG, "volatile", NULL, 0) < 0)
+	if (r >= 0 && overlay_options(fs, userxattr) < 0)
 		r = negative_errno();
 	if (r >= 0 && syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
 		r = negative_errno();
@@ -595,9 +664,9 @@ static int overlay_context(const char *lower, const char *upper, const char *wor
 	return fs;
 }
 
-static int mount_overlay(const char *target, const char *upper, const char *work)
+static int mount_overlay(const char *target, const char *upper, const char *work, bool userxattr)
 {
-	int fs = overlay_context(target, upper, work);
+	int fs = overlay_context(target, upper, work, userxattr);
 	if (fs < 0)
 		return fs;
 	int mnt = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, 0);
@@ -612,12 +681,12 @@ static int mount_overlay(const char *target, const char *upper, const char *work
 }
 
 int sandbox_copy_on_write_mounts(const char *scratch_dir, const char *workspace, const char *upper,
-				 const char *work)
+				 const char *work, bool user_ns)
 {
 	/* The working directory is the workspace's own below the overlay: look it up again. */
 	_cleanup_free_ char *cwd = get_current_dir_name();
 	int r = private_namespace(scratch_dir);
-	if (r < 0 || (r = mount_overlay(workspace, upper, work)) < 0)
+	if (r < 0 || (r = mount_overlay(workspace, upper, work, user_ns)) < 0)
 		return r;
 	/* POSIX shared memory and semaphores: a private tmpfs (nobody else's objects to meet). */
 	bool shm = sandbox_cow_private_shm(scratch_dir, workspace);
@@ -638,16 +707,14 @@ bool sandbox_cow_private_shm(const char *scratch_dir, const char *workspace)
 	       !path_is_under(workspace, "/dev/shm") && !path_is_under(scratch_dir, "/dev/shm");
 }
 
-bool sandbox_has_overlay(void)
+bool sandbox_has_overlay(bool userxattr)
 {
-	/* Only a context: a superblock needs real layers. fsopen takes CAP_SYS_ADMIN. */
+	/* Only a context: a superblock needs real layers. fsopen takes CAP_SYS_ADMIN (in the user
+	 * namespace that owns our mount namespace). */
 	int fs = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
 	if (fs < 0)
 		return false;
-	bool ok = syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "redirect_dir", "on", 0) == 0 &&
-		  syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "metacopy", "off", 0) == 0 &&
-		  syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "index", "off", 0) == 0 &&
-		  syscall(SYS_fsconfig, fs, FSCONFIG_SET_FLAG, "volatile", NULL, 0) == 0;
+	bool ok = overlay_options(fs, userxattr) == 0;
 	close(fs);
 	return ok;
 }

@@ -76,9 +76,22 @@ int sandbox_drop_dangerous_caps(void);
  * read-only but its scratch dir: the files the broker opens for it come from the broker's own
  * (writable) mounts, so those calls work on them, and the kernel refuses them with EROFS on every
  * file the command opened itself, which the broker never saw. Making the namespace takes
- * CAP_SYS_ADMIN (root, outside a container that took it away).
+ * CAP_SYS_ADMIN (root, outside a container that took it away) or, without it, a user namespace
+ * of the command's own first (sandbox_enter_user_ns()).
  */
 bool sandbox_can_make_mount_ns(void);
+/* In a child that exits: can a user namespace of our own make a mount namespace (and, with
+ * overlay, an overlay with userxattr) here? Unprivileged user namespaces may be off
+ * (user.max_user_namespaces, a container's seccomp profile, an LSM). */
+bool sandbox_probe_user_ns(bool overlay);
+/*
+ * In the child, before its mounts, where it lacks CAP_SYS_ADMIN: a user namespace in which its
+ * own uid and gid map to themselves (and nothing else: other users' files show as the overflow
+ * ids, supplementary groups as nogroup, setgroups(2) is denied). The child then has every
+ * capability in it, for its mounts: sandbox_drop_all_caps() after them.
+ */
+int sandbox_enter_user_ns(void);
+int sandbox_drop_all_caps(void);
 /* In the child, before its capabilities are dropped. */
 int sandbox_read_only_mounts(const char *scratch_dir);
 
@@ -91,10 +104,11 @@ int sandbox_read_only_mounts(const char *scratch_dir);
  * into its working directory again (the overlay's, where it is below the workspace).
  */
 int sandbox_copy_on_write_mounts(const char *scratch_dir, const char *workspace, const char *upper,
-				 const char *work);
+				 const char *work, bool user_ns);
 /* Does the command get a /dev/shm of its own (not where the workspace or scratch dir is)? */
 bool sandbox_cow_private_shm(const char *scratch_dir, const char *workspace);
-/* Is an overlay with redirect_dir on, metacopy and index off to be had (the doctor's probe)? */
-bool sandbox_has_overlay(void);
+/* Is an overlay with our options to be had here (redirect_dir on, metacopy and index off; with
+ * userxattr, as made in a user namespace: userxattr instead of redirect_dir)? */
+bool sandbox_has_overlay(bool userxattr);
 /* In the child, after the mounts: Landlock lets the command write below path (a directory). */
 int sandbox_landlock_allow_writes(const struct sandbox_landlock *ll, const char *path);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run every test: unit tests of both builds, then the end-to-end scripts against the release and
 # the sanitizer build, as the invoking user and (when that is root) as an unprivileged user, and
-# some of them again as root with sandbox.readOnlyMounts.
+# some of them again, as root and as that user, with sandbox.readOnlyMounts or sandbox.copyOnWrite.
 # Prints TAP per script and a final "N passed, N failed, N skipped" line; exits non-zero on failure.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -166,13 +166,26 @@ fi
 san_skip=" ${BROKERED_SAN_SKIP-t0200-tools-workspace t0210-tools-outside t0401-escape-symlink t0402-escape-dotdot-magic t0403-escape-link-rename t0405-escape-fd-meta t0720-claude-code t0370-store-kept t0910-install-docs t0920-completions} "
 # Scripts that never run the sandbox run once, as root: the unprivileged user adds nothing there.
 root_only=" ${BROKERED_ROOT_ONLY-t0920-completions t0940-debian-package} "
-# Scripts that run once more as root with sandbox.readOnlyMounts (the release build): names and
-# paths, sockets, signals, the store's random turns, git, the syscalls that differed from native,
-# the escapes through .. and magic links (t0412 tests the mode itself).
+# Scripts that run once more as root and as the unprivileged user with sandbox.readOnlyMounts
+# (the release build): names and paths, sockets, signals, the store's random turns, git, the
+# syscalls that differed from native, the escapes through .. and magic links (t0412 tests the mode
+# itself).
 ro_mounts_too=" ${BROKERED_RO_MOUNTS_TOO-t0100-run-basics t0110-run-signals t0220-names-paths t0300-store-random t0402-escape-dotdot-magic t0800-net-unix t1000-git-flows t1100-transparency-syscalls} "
-# and these with sandbox.copyOnWrite: the store's scripts whose checks are about the files and the
-# turns (not the audit log's syscalls, which that mode logs as merged changes)
+# and these with sandbox.copyOnWrite (as root and as the user): the store's scripts whose checks
+# are about the files and the turns (not the audit log's syscalls, which that mode logs as merged
+# changes)
 cow_too=" ${BROKERED_COW_TOO-t0300-store-random t0320-store-cli t0340-store-settings t0350-store-full} "
+# user_job NAME ENV LOG-SUFFIX [LABEL]: the script as the unprivileged user (release build), with ENV
+# (VAR=value or "") added
+user_job() {
+	start_job "build/$1 ($as_user${4:-})" "$log_dir/build-$1-$3.log" \
+		runuser -u "$as_user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$(getent passwd "$as_user" | cut -d: -f6)" \
+		CI="${CI:-}" LANG=C.UTF-8 BROKERED_AGENT_CLIS="${BROKERED_AGENT_CLIS:-}" \
+		BROKERED_TEST_FULL="${BROKERED_TEST_FULL:-}" ${2:+"$2"} \
+		"${san_env[@]}" BROKERED="$stage/build/brokered" HELPERS="$stage/build/helpers" \
+		BROKERED_SRC="$stage/tree" \
+		bash "$stage/tests/e2e/$1.sh"
+}
 for s in "${scripts[@]}"; do
 	name=$(basename "$s" .sh)
 	for build in build build-san; do
@@ -195,13 +208,10 @@ for s in "${scripts[@]}"; do
 				BROKERED_TEST_COPY_ON_WRITE=1 bash "$stage/tests/e2e/$name.sh"
 		fi
 		if [ -n "$as_user" ] && [ "$build" = build ] && [[ $root_only != *" $name "* ]]; then
-			start_job "$build/$name ($as_user)" "$log_dir/$build-$name-user.log" \
-				runuser -u "$as_user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$(getent passwd "$as_user" | cut -d: -f6)" \
-				CI="${CI:-}" LANG=C.UTF-8 BROKERED_AGENT_CLIS="${BROKERED_AGENT_CLIS:-}" \
-				BROKERED_TEST_FULL="${BROKERED_TEST_FULL:-}" \
-				"${san_env[@]}" BROKERED="$bin" HELPERS="$stage/build/helpers" \
-				BROKERED_SRC="$stage/tree" \
-				bash "$stage/tests/e2e/$name.sh"
+			user_job "$name" "" user
+			# the two modes again without root (in a user namespace of the command's own)
+			[[ $ro_mounts_too == *" $name "* ]] && user_job "$name" BROKERED_TEST_READ_ONLY_MOUNTS=1 user-ro ", readOnlyMounts"
+			[[ $cow_too == *" $name "* ]] && user_job "$name" BROKERED_TEST_COPY_ON_WRITE=1 user-cow ", copyOnWrite"
 		fi
 	done
 done

@@ -31,19 +31,23 @@ int open_regular(const char *path, struct stat *ret_st)
 	return fd;
 }
 
-static int rm_rf_children(int fd, int depth);
+static int rm_rf_children(int fd, int depth, bool force);
 
-static int rm_rf_depth(int dirfd, const char *name, int depth)
+static int rm_rf_depth(int dirfd, const char *name, int depth, bool force)
 {
 	if (depth > 256)
 		return -ELOOP;
 	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == EACCES && force && fchmodat(dirfd, name, 0700, 0) == 0)
+		fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		if (errno != ENOTDIR && errno != ELOOP)
 			return negative_errno();
 		return unlinkat(dirfd, name, 0) < 0 ? negative_errno() : 0;
 	}
-	int r = rm_rf_children(fd, depth); /* takes fd */
+	if (force) /* its entries can go only where it is writable */
+		(void)fchmod(fd, S_IRWXU);
+	int r = rm_rf_children(fd, depth, force); /* takes fd */
 	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && r >= 0)
 		r = negative_errno();
 	return r;
@@ -63,7 +67,7 @@ DIR *opendir_at(int dirfd, const char *name)
 	return fd < 0 ? NULL : xfdopendir(fd);
 }
 
-static int rm_rf_children(int fd, int depth)
+static int rm_rf_children(int fd, int depth, bool force)
 {
 	DIR *d = xfdopendir(fd);
 	if (!d)
@@ -74,7 +78,7 @@ static int rm_rf_children(int fd, int depth)
 			continue;
 		/* what readdir says is no directory is unlinked without a look */
 		int k = de->d_type == DT_DIR || de->d_type == DT_UNKNOWN
-			    ? rm_rf_depth(dirfd(d), de->d_name, depth + 1)
+			    ? rm_rf_depth(dirfd(d), de->d_name, depth + 1, force)
 			: unlinkat(dirfd(d), de->d_name, 0) < 0 ? negative_errno()
 								: 0;
 		if (k < 0 && r >= 0)
@@ -86,7 +90,12 @@ static int rm_rf_children(int fd, int depth)
 
 int rm_rf_at(int dirfd, const char *name)
 {
-	return rm_rf_depth(dirfd, name, 0);
+	return rm_rf_depth(dirfd, name, 0, false);
+}
+
+int rm_rf_at_force(int dirfd, const char *name)
+{
+	return rm_rf_depth(dirfd, name, 0, true);
 }
 
 int dir_is_empty_at(int dirfd, const char *name)

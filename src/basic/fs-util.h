@@ -24,6 +24,9 @@ DIR *opendir_at(int dirfd, const char *name);
  * levels), or 0.
  */
 int rm_rf_at(int dirfd, const char *name);
+/* The same, making each directory below writable and searchable for us first (an overlay's work
+ * dir made in a user namespace holds some of mode 0; a command may leave read-only ones). */
+int rm_rf_at_force(int dirfd, const char *name);
 
 /* Is the directory name below dirfd (not followed if a symlink) empty? 1, 0, or -errno. */
 int dir_is_empty_at(int dirfd, const char *name);

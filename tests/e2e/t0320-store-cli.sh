@@ -24,7 +24,7 @@ brk run -c 'rm -rf src/lib; echo new > src/new.txt' </dev/null
 is "$?" 0 "run 1 in the turn"
 brk run -- sed -i 's/TODO/DONE/' f1.txt f2.txt f3.txt data/f1.txt
 is "$?" 0 "run 2 in the turn (sed -i)"
-brk run -- "$BRK_PY" -c 'import os; os.rename("docs", "docs2"); os.chmod("data/f2.txt", 0o600); os.symlink("f1.txt", "s")'
+brk run -- "$BRK_PY" -c 'import os; import shutil; shutil.move("docs", "docs2"); os.chmod("data/f2.txt", 0o600); os.symlink("f1.txt", "s")'
 is "$?" 0 "run 3 in the turn (python)"
 brk run -- perl -e 'truncate("data/blob.bin", 10) or die; mkdir("pdir") or die; utime(5, 5, "f3.txt")'
 is "$?" 0 "run 4 in the turn (perl)"
