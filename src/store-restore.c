@@ -397,6 +397,35 @@ static int plan_conflicts(struct store *s, struct store_plan *p, const struct st
 	return r;
 }
 
+/* Without root, a change inside a directory of the user's that lacks write or search rights for
+ * them (a command that made it read-only once it had filled it) needs them back for the moment:
+ * such directories are unlocked now, recorded as they were and given their modes back last. */
+static void unlock_changed_parents(struct store_plan *p)
+{
+	if (geteuid() == 0)
+		return;
+	const char *last = NULL;
+	size_t last_len = 0;
+	for (size_t i = 0; i < p->n_items; i++) {
+		const struct store_plan_item *it = &p->items[i];
+		if (it->action != STORE_ACTION_REMOVE && it->action != STORE_ACTION_CREATE &&
+		    it->action != STORE_ACTION_REPLACE)
+			continue;
+		const char *slash = strrchr(it->pre.path, '/');
+		size_t len = slash ? (size_t)(slash - it->pre.path) : 0;
+		if (!len || (last && len == last_len && strncmp(it->pre.path, last, len) == 0))
+			continue; /* at the root, or the same parent as the one before */
+		last = it->pre.path;
+		last_len = len;
+		_cleanup_free_ char *parent = strndup(it->pre.path, len);
+		struct stat st;
+		if (parent && lstat(parent, &st) == 0 && S_ISDIR(st.st_mode) &&
+		    (st.st_mode & (S_IWUSR | S_IXUSR)) != (S_IWUSR | S_IXUSR) &&
+		    st.st_uid == geteuid())
+			unlock_ancestors(p, it->pre.path);
+	}
+}
+
 int store_plan_restore(struct store *s, const char *turn_id, char *const *paths, size_t n_paths,
 		       struct store_plan **ret)
 {
@@ -422,6 +451,8 @@ int store_plan_restore(struct store *s, const char *turn_id, char *const *paths,
 	}
 	if (r >= 0)
 		r = plan_conflicts(s, p, &ti);
+	if (r >= 0)
+		unlock_changed_parents(p);
 	/* what planning saw: applying changes the tree */
 	store_gone_free(p ? p->look : NULL);
 	if (p)

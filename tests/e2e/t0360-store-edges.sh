@@ -41,6 +41,9 @@ case_undo() {
 # A directory made unsearchable and unwritable for its owner, with changes inside it before.
 case_undo lock-dir 'echo more >> src/f1.txt && rm src/f2.txt && echo new > src/n.txt && chmod 444 src'
 case_undo lock-nested 'rm -f data/deep/er/est/f1.txt && chmod 000 data/deep/er/est && chmod 500 data/deep'
+# Read-only (r-x) once filled: nothing inside fails to be seen, the removal and creation fail to
+# be made without the write right, which undo gives back for the moment.
+case_undo lock-readonly 'echo new > src/n.txt && rm src/f2.txt && echo more >> src/f1.txt && chmod 555 src'
 case_undo lock-then-rm 'mkdir -p x/y && echo a > x/y/f && chmod 555 x/y && echo b >> data/f1.txt && chmod 0 x'
 
 # A hard link made in the turn, then the file changed through the new name: the source is restored.
