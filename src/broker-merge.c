@@ -59,6 +59,9 @@
 struct merge {
 	struct broker *b;
 	const char *xattr; /* the overlay's xattr prefix: "trusted.overlay." or "user.overlay." */
+	/* the overlay was made in a user namespace, the merge runs without root: a directory the
+	 * command left without rwx for its owner must be opened up to be read and filled */
+	bool user_ns;
 	struct broker_door door;
 	struct broker_merge_result *res;
 	int error; /* the first failure that left a change unmerged */
@@ -459,6 +462,20 @@ static int clear_but_placed(struct merge *m, int ws_fd, const char *name, const 
 }
 
 /* Would every path of the new tree at up_fd/name be allowed, and is none set-ID? */
+/*
+ * The upper layer's directory up_fd/name (ust: its stat), opened to be read. Without root one that
+ * the command left without rwx for its owner is given them first: the layer is ours, and what
+ * the workspace gets is ust's mode, set after the directory is filled. An fd, or -1 with errno.
+ */
+static int open_upper_dir(const struct merge *m, int up_fd, const char *name,
+			  const struct stat *ust)
+{
+	if (m->user_ns && (ust->st_mode & S_IRWXU) != S_IRWXU &&
+	    fchmodat(up_fd, name, (ust->st_mode & 07777) | S_IRWXU, 0) < 0)
+		return -1;
+	return openat(up_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
 static int tree_allowed(struct merge *m, int up_fd, const char *name, const char *real,
 			unsigned depth)
 {
@@ -476,6 +493,10 @@ static int tree_allowed(struct merge *m, int up_fd, const char *name, const char
 		return 0;
 	if (!S_ISDIR(st.st_mode))
 		return 1;
+	/* Without root a directory that is not rwx for us is made and filled, not moved whole
+	 * (reading it and moving it take those rights). */
+	if (m->user_ns && (st.st_mode & S_IRWXU) != S_IRWXU)
+		return 0;
 	DIR *d = opendir_at(up_fd, name);
 	if (!d)
 		return negative_errno();
@@ -560,6 +581,10 @@ static int move_new_dir(struct merge *m, int up_fd, int ws_fd, const char *name,
 		if (renameat2(up_fd, name, ws_fd, name, RENAME_NOREPLACE) < 0)
 			return negative_errno();
 		m->res->changes++;
+		/* the mode the command left, where open_upper_dir() gave us more */
+		if (m->user_ns && (ust->st_mode & S_IRWXU) != S_IRWXU &&
+		    fchmodat(ws_fd, name, ust->st_mode & 07777, 0) < 0)
+			return negative_errno();
 		return 0;
 	}
 	/* Something below is refused: the directory is made here, and what may be is merged. */
@@ -569,8 +594,7 @@ static int move_new_dir(struct merge *m, int up_fd, int ws_fd, const char *name,
 		return negative_errno();
 	_cleanup_close_ int wfd =
 	    openat(ws_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	_cleanup_close_ int ufd =
-	    openat(up_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int ufd = open_upper_dir(m, up_fd, name, ust);
 	if (wfd < 0 || ufd < 0)
 		return negative_errno();
 	m->res->changes++;
@@ -617,8 +641,7 @@ static int merge_entry(struct merge *m, int up_fd, int ws_fd, const char *name, 
 		return exists ? MIN(r, 0) : 0;
 	}
 	if (S_ISDIR(ust.st_mode)) {
-		_cleanup_close_ int ufd =
-		    openat(up_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		_cleanup_close_ int ufd = open_upper_dir(m, up_fd, name, &ust);
 		if (ufd < 0)
 			return negative_errno();
 		char v[2], n[OVERLAY_XATTR_MAX];
@@ -636,8 +659,16 @@ static int merge_entry(struct merge *m, int up_fd, int ws_fd, const char *name, 
 			    openat(ws_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (wfd < 0)
 				return negative_errno();
+			/* Its mode and owner after what is in it: the command may have taken its
+			 * own rights away once done there. Without root, one the workspace has
+			 * without rwx for us is opened up meanwhile (the command gave them). */
+			bool opened = m->user_ns && (wst.st_mode & S_IRWXU) != S_IRWXU &&
+				      fchmod(wfd, (wst.st_mode & 07777) | S_IRWXU) == 0;
+			r = merge_dir(m, ufd, wfd, real, depth + 1);
+			if (opened)
+				(void)fchmod(wfd, wst.st_mode & 07777);
 			merge_dir_meta(m, real, &ust, &wst);
-			if ((r = merge_dir(m, ufd, wfd, real, depth + 1)) < 0)
+			if (r < 0)
 				return r;
 			/* The directory's times as the command left them (the merge's own
 			 * changes in it moved them). */
@@ -930,6 +961,10 @@ static int step_aside(struct merge *m, const char *src, const char *near, size_t
  */
 static int apply_redirects(struct merge *m, int upper_fd)
 {
+	/* An overlay made in a user namespace records no renamed directory (no redirect_dir with
+	 * userxattr: such a rename fails with EXDEV), and its layer need not be walked for them. */
+	if (m->user_ns)
+		return 0;
 	struct redirects rs = {0};
 	int r = collect_redirects(m->xattr, upper_fd, "", "", &rs, 0);
 	const char *ws = m->b->cfg.workspace;
@@ -1068,6 +1103,7 @@ int broker_merge(struct broker *b, int upper_fd, bool user_xattrs, struct broker
 	struct merge m = {
 	    .b = b,
 	    .xattr = user_xattrs ? "user.overlay." : "trusted.overlay.",
+	    .user_ns = user_xattrs,
 	    .door = {.b = b,
 		     .host = true,
 		     .phase = "merge",

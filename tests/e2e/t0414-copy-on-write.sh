@@ -306,6 +306,15 @@ printf '#!/bin/sh\n' >prog
 brk run -- sh -c 'chmod 4755 prog && cp prog prog2 && chmod 2755 prog2' >/dev/null 2>&1
 is "$(stat -c %a prog prog2 | paste -sd' ')" "755 755" "set-ID bits are dropped at the merge (sandbox.allowSetid off)"
 
+# ---- directories the command left without write or search rights for their owner ----
+# Without root the merge has to open them up to fill them (and sets their modes last).
+setup_perm() { mkdir -p docs && printf 'd\n' >docs/d; }
+twin_check "a directory filled, then made read-only; a new tree made read-only" setup_perm \
+	sh -c 'printf n >docs/n && chmod 555 docs && mkdir -p new/in && printf x >new/in/f && chmod 500 new/in && chmod 555 new'
+undo_as_fresh setup_perm "undo of the read-only directories"
+chmod -R u+rwx "$TEST_DIR/twin" "$TEST_DIR/fresh"
+rm -rf docs
+
 # ---- renamed directories: swapped, moved onto a removed one, nested ----
 if [ $redirects = 0 ]; then
 	mkdir -p sw1 && printf 1 >sw1/f
