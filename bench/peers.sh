@@ -3,7 +3,8 @@
 # workloads in the same invocation. For every workload (bench/workloads/NN-*.sh) and every runner
 # it times RUNS runs, each in a fresh copy of the prepared workspace (preparation and reset are not
 # timed), interleaving the runners run by run. Runners: native, `brokered run` (and, as root,
-# with sandbox.readOnlyMounts: brokered-ro, and sandbox.copyOnWrite: brokered-cow), bubblewrap
+# with sandbox.readOnlyMounts: brokered-ro, and sandbox.copyOnWrite: brokered-cow; and that mode as
+# an unprivileged user, whose overlay is made in a user namespace: brokered-cow-user), bubblewrap
 # (--ro-bind / / --bind WS WS --dev /dev --proc /proc), `strace -f -o /dev/null`, and when
 # installed Codex's Linux sandbox (`codex sandbox`, workspace-write) and Anthropic's
 # sandbox-runtime (`srt`, allowWrite the workspace). bench/install-peers.sh installs them.
@@ -18,7 +19,8 @@
 #     -b PATH   brokered binary (default build/brokered, built with make if missing)
 #     -w LIST   only these workloads, comma-separated names (startup,grep,git-status,untar,sed-i,
 #               rm-rf,build,dd,npm-ci)
-#     -p LIST   only these runners (native,brokered,brokered-ro,brokered-cow,bwrap,strace,codex,srt); native is always run
+#     -p LIST   only these runners (native,brokered,brokered-ro,brokered-cow,brokered-cow-user,bwrap,
+#               strace,codex,srt); native is always run
 #     -f LIST   the file systems, one after the other in this invocation: tmpfs (a tmpfs of its
 #               own, as root), disk (/var/tmp's, or BENCH_TMP's), ext4j (a journaled ext4,
 #               data=ordered, made on a loop device in a sparse file under /var/tmp, as root: the
@@ -27,6 +29,8 @@
 #     -k        keep the work directory (templates, last workspaces, audit logs) for profiling
 #   env: BENCH_TMP=DIR  put workspaces and the store on DIR's file system (default: a tmpfs that
 #                       peers.sh mounts under /var/tmp as root, else /var/tmp itself)
+#        BENCH_USER=NAME the unprivileged user of brokered-cow-user (default brokered-test, the
+#                       tests' user; the runner is left out where it does not exist)
 #
 # Output: a table on stdout, bench/out/peers.md, bench/out/peers.png (bench/plot.py), raw numbers
 # in bench/out/peers.tsv and bench/out/peers-brokered.tsv. Not a test: the numbers depend on the
@@ -145,6 +149,17 @@ echo '{"sandbox": {"readOnlyMounts": true}}' >"$work/ro-config/brokered/settings
 run_brokered-cow() { XDG_CONFIG_HOME=$work/cow-config "$BRK" run -c "$1" </dev/null; }
 mkdir -p "$work/cow-config/brokered"
 echo '{"sandbox": {"copyOnWrite": true}}' >"$work/cow-config/brokered/settings.json"
+# the same as an unprivileged user (its workspace, state and config its own; chown is not timed)
+BUSER=${BENCH_USER:-brokered-test}
+run_brokered-cow-user() {
+	runuser -u "$BUSER" -- env XDG_STATE_HOME="$work/user-state" XDG_CONFIG_HOME="$work/cow-config" \
+		HOME="$work/user-state" "$BRK" run -c "$1" </dev/null
+}
+# for_runner R: the fresh workspace made the runner's (as root, before the timed run)
+for_runner() {
+	[ "$1" = brokered-cow-user ] || return 0
+	rm -rf "$work/user-state" && mkdir -p "$work/user-state" && chown -R "$BUSER:" "$WS" "$work/user-state"
+}
 run_bwrap() { bwrap --ro-bind / / --bind "$WS" "$WS" --dev /dev --proc /proc --chdir "$WS" sh -c "$1"; }
 run_strace() { strace -f -o /dev/null sh -c "$1"; }
 run_codex() { codex sandbox -c 'sandbox_mode="workspace-write"' -- sh -c "$1" </dev/null; }
@@ -152,21 +167,30 @@ run_srt() { srt -s "$work/srt-settings.json" -c "$1" </dev/null; }
 
 want() { [ -z "$2" ] || [[ ",$2," == *",$1,"* ]]; }
 runners=(native)
-for r in brokered brokered-ro brokered-cow bwrap strace codex srt; do
+for r in brokered brokered-ro brokered-cow brokered-cow-user bwrap strace codex srt; do
 	want "$r" "$ONLY_P" || continue
 	case $r in
 	brokered) ok=1 ;;
 	brokered-ro) "$BRK" doctor 2>/dev/null | grep -q '\[ ok \] read-only mount namespace' && ok=1 || ok=0 ;;
 	brokered-cow) "$BRK" doctor 2>/dev/null | grep -q '\[ ok \] copy-on-write overlay' && ok=1 || ok=0 ;;
+	brokered-cow-user)
+		ok=0
+		if [ "$(id -u)" = 0 ] && id "$BUSER" >/dev/null 2>&1; then
+			chmod 755 "$work" # for the user: its mode is mktemp's 0700
+			runuser -u "$BUSER" -- "$BRK" doctor 2>/dev/null | grep -q '\[ ok \] copy-on-write overlay' && ok=1
+		fi
+		;;
 	bwrap | strace | codex | srt) command -v "$r" >/dev/null && ok=1 || ok=0 ;;
 	esac
 	if [ $ok = 1 ]; then # must work here, with a write in the workspace
-		mkdir -p "$WS" && cd "$WS" || exit 1
+		mkdir -p "$WS" && for_runner "$r" && cd "$WS" || exit 1
 		if ! "run_$r" 'echo ok > probe && test -s probe' >/dev/null 2>>"$errlog"; then
 			echo "peers: $r does not work on this machine, left out (see $errlog)" >&2
 			ok=0
 		fi
 		cd "$work" && rm -rf "$WS" "$XDG_STATE_HOME"
+	elif [ "$r" = brokered-cow-user ]; then
+		echo "peers: $r needs root to run as $BUSER, that user, and user namespaces, left out" >&2
 	elif [ "$r" = brokered-ro ] || [ "$r" = brokered-cow ]; then
 		echo "peers: $r needs a mount namespace (root; brokered doctor), left out" >&2
 	else
@@ -178,7 +202,7 @@ done
 version() {
 	case $1 in
 	native) echo "$(uname -sr)" ;;
-	brokered | brokered-ro | brokered-cow) echo "$(git -C "$top" describe --always --dirty 2>/dev/null) ($BRK_SRC, $(stat -c %y "$BRK_SRC" | cut -d. -f1))" ;;
+	brokered | brokered-ro | brokered-cow | brokered-cow-user) echo "$(git -C "$top" describe --always --dirty 2>/dev/null) ($BRK_SRC, $(stat -c %y "$BRK_SRC" | cut -d. -f1))" ;;
 	bwrap) bwrap --version 2>/dev/null | head -1 ;;
 	strace) strace -V 2>/dev/null | head -1 ;;
 	codex) codex --version 2>/dev/null | head -1 ;;
@@ -250,6 +274,7 @@ for wf in "$top"/bench/workloads/[0-9]*.sh; do
 		for r in "${runners[@]}"; do
 			reset_ws "$tmpl"
 			rm -rf "$XDG_STATE_HOME"
+			for_runner "$r" || exit 1
 			s0=$(store_bytes)
 			cd "$WS" || exit 1
 			echo "== $W_NAME $r run $k" >>"$errlog"

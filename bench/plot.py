@@ -14,12 +14,13 @@ import statistics
 import subprocess
 import sys
 
-ORDER = ["native", "brokered", "brokered-ro", "brokered-cow", "bwrap", "strace", "codex", "srt"]
+ORDER = ["native", "brokered", "brokered-ro", "brokered-cow", "brokered-cow-user", "bwrap", "strace", "codex", "srt"]
 LABEL = {
     "native": "native",
     "brokered": "brokered run",
     "brokered-ro": "brokered, readOnlyMounts",
     "brokered-cow": "brokered, copyOnWrite",
+    "brokered-cow-user": "brokered, copyOnWrite, not root",
     "bwrap": "bubblewrap",
     "strace": "strace -f",
     "codex": "codex sandbox",
@@ -191,7 +192,7 @@ def main():
     if plt:
         fig, ax = plt.subplots(figsize=(max(8, 1.5 * len(workloads)), 5.5))
         width = 0.8 / max(1, len(others))
-        colors = {"brokered": "#d62728", "brokered-ro": "#ff9896", "brokered-cow": "#8c564b", "bwrap": "#1f77b4", "strace": "#7f7f7f", "codex": "#2ca02c", "srt": "#9467bd"}
+        colors = {"brokered": "#d62728", "brokered-ro": "#ff9896", "brokered-cow": "#8c564b", "brokered-cow-user": "#c49c94", "bwrap": "#1f77b4", "strace": "#7f7f7f", "codex": "#2ca02c", "srt": "#9467bd"}
         for i, n in enumerate(others):
             xs, ys, lo, hi = [], [], [], []
             for j, w in enumerate(workloads):

@@ -646,6 +646,21 @@ static uint64_t mount_of(const char *path)
 }
 
 /* Why sandbox.copyOnWrite cannot be had for this run, or NULL. */
+/* Is gid ours (effective or supplementary): may we chown our files to it? */
+static bool in_own_group(gid_t gid)
+{
+	if (gid == getegid())
+		return true;
+	int n = getgroups(0, NULL);
+	_cleanup_free_ gid_t *groups = n > 0 ? calloc((size_t)n, sizeof *groups) : NULL;
+	if (groups)
+		n = getgroups(n, groups);
+	for (int i = 0; groups && i < n; i++)
+		if (groups[i] == gid)
+			return true;
+	return false;
+}
+
 static const char *copy_on_write_blocker(const struct run_ctx *c, bool mount_ns)
 {
 	const char *pretend = getenv("BROKERED_PRETEND_MISSING");
@@ -670,9 +685,10 @@ static const char *copy_on_write_blocker(const struct run_ctx *c, bool mount_ns)
 	if (c->user_ns) {
 		/* Its upper layer takes the workspace's owner: only the user's own is to be had. */
 		struct stat st;
-		if (stat(c->workspace, &st) < 0 || st.st_uid != geteuid())
-			return "the workspace is not the user's own (without root the overlay can "
-			       "only copy up files of the user's)";
+		if (stat(c->workspace, &st) < 0 || st.st_uid != geteuid() ||
+		    !in_own_group(st.st_gid))
+			return "the workspace's owner or group is not the user's (without root the "
+			       "overlay can give its files only the user's own ids)";
 		/* The overlay's marks are user.* xattrs there (tmpfs has them from Linux 6.6). */
 		if (lsetxattr(c->state_dir, "user.brokered-probe", "", 0, 0) < 0 &&
 		    errno == ENOTSUP)
