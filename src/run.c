@@ -645,7 +645,6 @@ static uint64_t mount_of(const char *path)
 	return x.stx_mnt_id;
 }
 
-/* Why sandbox.copyOnWrite cannot be had for this run, or NULL. */
 /* Is gid ours (effective or supplementary): may we chown our files to it? */
 static bool in_own_group(gid_t gid)
 {
@@ -661,6 +660,7 @@ static bool in_own_group(gid_t gid)
 	return false;
 }
 
+/* Why sandbox.copyOnWrite cannot be had for this run, or NULL. */
 static const char *copy_on_write_blocker(const struct run_ctx *c, bool mount_ns)
 {
 	const char *pretend = getenv("BROKERED_PRETEND_MISSING");
