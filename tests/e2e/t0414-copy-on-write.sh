@@ -67,6 +67,16 @@ is "$out" "inside
 visible" "the command sees its own change at once"
 is "$(cat seen-during)" during "and the change is in the workspace once merged"
 
+# a user namespace of the command's own gives it nothing: no id map, no mount, nothing outside
+if command -v unshare >/dev/null; then
+	out=$(brk run -- sh -c 'unshare -Urm sh -c "mount -o remount,bind,rw / && touch \"\$1/root\"" sh "$1"
+		unshare -Um sh -c "mount -t tmpfs none \"\$1\" && touch \"\$1/tmpfs\"" sh "$1"
+		echo done' sh "$OUTSIDE" 2>&1)
+	[ ! -e "$OUTSIDE/root" ] && [ ! -e "$OUTSIDE/tmpfs" ] && [ -z "$(findmnt -n "$OUTSIDE")" ]
+	ok $? "a user namespace the command makes: no remount, no mount, nothing written outside"
+	case $out in *done*) ok 0 "  (and the command went on)" ;; *) ok 1 "  (and the command went on: $out)" ;; esac
+fi
+
 # ---- syncs: the overlay never syncs; what the command synced is on disk once merged ----
 # Without it the overlay's unmount synced the whole file system (dd of 256 MiB: 6-18x native).
 opts=$(brk run -- awk -v ws="$WS" '$5 == ws && / - overlay /' /proc/self/mountinfo 2>&1)
