@@ -196,6 +196,7 @@ static int remove_unwritable(int dirfd, const char *name, const char *proc_path,
 static int strip_overlay_xattrs(const char *prefix, int dirfd, const char *name, bool *ret_impure)
 {
 	static bool no_listxattrat;
+	size_t plen = strlen(prefix);
 	int r = 0;
 	char p[64 + NAME_MAX];
 	snprintf(p, sizeof p, "/proc/self/fd/%d/%s", dirfd, name);
@@ -212,7 +213,6 @@ static int strip_overlay_xattrs(const char *prefix, int dirfd, const char *name,
 	if (n < 0)
 		return errno == ENOTSUP ? 0 : negative_errno();
 	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(buf + i) + 1) {
-		size_t plen = strlen(prefix);
 		if (strncmp(buf + i, prefix, plen) != 0)
 			continue;
 		if (ret_impure && strcmp(buf + i + plen, "impure") == 0)
