@@ -1,12 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* `brokered doctor`: what this kernel supports, and what would degrade without it. */
-#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -29,16 +27,7 @@ static bool probe_mount_ns(bool overlay)
 	const char *pretend = getenv("BROKERED_PRETEND_MISSING");
 	if (pretend && strstr(pretend, "mountns"))
 		return false;
-	if (!sandbox_can_make_mount_ns())
-		return sandbox_probe_user_ns(overlay);
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid == 0)
-		_exit(unshare(CLONE_NEWNS) == 0 && (!overlay || sandbox_has_overlay(false)) ? 0
-											    : 1);
-	int status;
-	return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
-	       WEXITSTATUS(status) == 0;
+	return sandbox_probe_mount_ns(!sandbox_can_make_mount_ns(), overlay);
 }
 
 int cli_doctor(int argc, char **argv)

@@ -669,7 +669,7 @@ static const char *copy_on_write_blocker(const struct run_ctx *c, bool mount_ns)
 			   ? "it needs a mount namespace of its own, which cannot be made here "
 			     "(root can, and a user where the system gives users namespaces)"
 			   : "it needs Landlock";
-	/* In a user namespace the probe made one already (sandbox_probe_user_ns()). */
+	/* In a user namespace the probe made one already (sandbox_probe_mount_ns()). */
 	if ((!c->user_ns && !sandbox_has_overlay(false)) || (pretend && strstr(pretend, "overlay")))
 		return "the kernel offers no overlay file system";
 	const char *why = policy_copy_on_write_blocker(c->policy);
@@ -758,7 +758,7 @@ static int setup_sandbox(struct run_ctx *c)
 	bool want_ns = c->settings->read_only_mounts || c->settings->copy_on_write;
 	c->user_ns = want_ns && c->landlock && !sandbox_can_make_mount_ns();
 	bool mount_ns = want_ns && c->landlock && !(pretend && strstr(pretend, "mountns")) &&
-			(!c->user_ns || sandbox_probe_user_ns(c->settings->copy_on_write));
+			(!c->user_ns || sandbox_probe_mount_ns(true, c->settings->copy_on_write));
 	c->ro_mounts =
 	    c->settings->read_only_mounts && mount_ns && policy_metadata_follows_write(c->policy);
 	if (c->settings->copy_on_write) {

@@ -551,14 +551,14 @@ int sandbox_drop_all_caps(void)
 	return syscall(SYS_capset, &h, d) < 0 ? negative_errno() : 0;
 }
 
-bool sandbox_probe_user_ns(bool overlay)
+bool sandbox_probe_mount_ns(bool user_ns, bool overlay)
 {
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid == 0)
-		_exit(sandbox_enter_user_ns() == 0 && unshare(CLONE_NEWNS) == 0 &&
+		_exit((!user_ns || sandbox_enter_user_ns() == 0) && unshare(CLONE_NEWNS) == 0 &&
 			      mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) == 0 &&
-			      (!overlay || sandbox_has_overlay(true))
+			      (!overlay || sandbox_has_overlay(user_ns))
 			  ? 0
 			  : 1);
 	int status;

@@ -80,10 +80,11 @@ int sandbox_drop_dangerous_caps(void);
  * of the command's own first (sandbox_enter_user_ns()).
  */
 bool sandbox_can_make_mount_ns(void);
-/* In a child that exits: can a user namespace of our own make a mount namespace (and, with
- * overlay, an overlay with userxattr) here? Unprivileged user namespaces may be off
- * (user.max_user_namespaces, a container's seccomp profile, an LSM). */
-bool sandbox_probe_user_ns(bool overlay);
+/* In a child that exits: can we make a mount namespace here (with user_ns: in a user namespace
+ * of our own first; with overlay: and an overlay with our options, userxattr in a user
+ * namespace)? Unprivileged user namespaces may be off (user.max_user_namespaces, a container's
+ * seccomp profile, an LSM). */
+bool sandbox_probe_mount_ns(bool user_ns, bool overlay);
 /*
  * In the child, before its mounts, where it lacks CAP_SYS_ADMIN: a user namespace in which its
  * own uid and gid map to themselves (and nothing else: other users' files show as the overflow
